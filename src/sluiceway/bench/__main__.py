@@ -1,0 +1,5 @@
+"""``python -m sluiceway.bench ...`` is ``sluiceway bench ...``."""
+
+from sluiceway.bench.cli import main
+
+raise SystemExit(main())

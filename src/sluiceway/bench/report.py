@@ -1,0 +1,224 @@
+"""Turning per-request samples into figures: throughput, latency percentiles, errors.
+
+A :class:`RunResult` holds the raw samples of one load level (numpy arrays, one element per
+measured request); :func:`summarize` reduces it to a :class:`Summary`. Percentiles are
+``numpy.percentile`` (linear interpolation) over the real latency samples of the successful
+requests, never derived from a mean. Throughput counts successful requests only, over the
+measured window: from the end of warm-up until the later of the window's end and the last
+measured request's completion (requests in flight at the end are waited for, so their
+latency is counted and the rate is not inflated).
+
+A request's outcome is one integer: its HTTP status, or a negative code for a failure before a
+status arrived (:data:`CONNECT`, :data:`TIMEOUT`, :data:`DISCONNECT`, :data:`CLIENT`), or
+:data:`STREAM_ERROR` for a 200 stream that carried an error event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+Mode = Literal["closed", "open"]
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+CONNECT = -1
+TIMEOUT = -2
+DISCONNECT = -3
+CLIENT = -4
+STREAM_ERROR = -5
+_KIND_NAMES = {
+    CONNECT: "connect",
+    TIMEOUT: "timeout",
+    DISCONNECT: "disconnected",
+    CLIENT: "client_error",
+    STREAM_ERROR: "stream_error",
+}
+PERCENTILES = (50.0, 90.0, 99.0, 99.9)
+# Quantiles kept in the JSON so a latency CDF can be drawn without the raw samples.
+CDF_GRID: tuple[float, ...] = (
+    *(float(q) for q in range(0, 100, 2)),
+    99.0,
+    99.5,
+    99.9,
+    99.99,
+    100.0,
+)
+
+
+def error_kind(status: int) -> str:
+    """``"http_503"`` for an HTTP status, ``"timeout"`` etc. for the negative codes."""
+    return _KIND_NAMES.get(status, "unknown") if status < 0 else f"http_{status}"
+
+
+def percentile_key(q: float) -> str:
+    """``50.0 -> "p50"``, ``99.9 -> "p99.9"``."""
+    return f"p{q:g}"
+
+
+def percentiles(samples: FloatArray, qs: Iterable[float] = PERCENTILES) -> dict[str, float]:
+    """Percentiles of ``samples`` in the samples' unit; NaN for every key when empty."""
+    qs = tuple(qs)
+    if samples.size == 0:
+        return {percentile_key(q): float("nan") for q in qs}
+    values = np.percentile(samples, qs)
+    return {percentile_key(q): float(v) for q, v in zip(qs, values, strict=True)}
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """Raw samples of one load level, one array element per measured request.
+
+    ``start`` is seconds since the measured window opened; ``latency`` and ``ttft`` are seconds
+    (``ttft`` is NaN unless streamed); ``lag`` is how late an open-loop arrival was sent
+    compared with its schedule (empty for closed loop, where it has no meaning).
+    """
+
+    mode: Mode
+    load: float  # concurrency (closed) or offered rate in requests/s (open)
+    workload: str
+    items_per_request: int
+    window: float  # configured measured duration (0 when bounded by a request count)
+    start: FloatArray
+    latency: FloatArray
+    status: IntArray
+    nbytes: IntArray
+    ttft: FloatArray
+    chunks: IntArray
+    lag: FloatArray = field(default_factory=lambda: np.zeros(0))
+    dropped: int = 0  # open loop: arrivals not sent because max_outstanding were in flight
+
+    @property
+    def ok(self) -> npt.NDArray[np.bool_]:
+        return (self.status >= 200) & (self.status < 300)
+
+    @property
+    def elapsed(self) -> float:
+        """Measured seconds: the window, stretched to the last measured completion."""
+        if self.start.size == 0:
+            return self.window
+        return max(self.window, float(np.max(self.start + self.latency)))
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """The figures of one load level, JSON-ready via :meth:`to_dict`."""
+
+    mode: Mode
+    load: float
+    workload: str
+    requests: int
+    ok: int
+    errors: int
+    error_kinds: Mapping[str, int]
+    dropped: int
+    elapsed_s: float
+    throughput_rps: float
+    items_per_s: float
+    latency_ms: Mapping[str, float]
+    ttft_ms: Mapping[str, float] | None
+    chunks_per_s: float | None
+    lag_ms: Mapping[str, float] | None
+    bytes_received: int
+    cdf_ms: tuple[tuple[float, float], ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "load": self.load,
+            "workload": self.workload,
+            "requests": self.requests,
+            "ok": self.ok,
+            "errors": self.errors,
+            "error_kinds": dict(self.error_kinds),
+            "dropped": self.dropped,
+            "elapsed_s": self.elapsed_s,
+            "throughput_rps": self.throughput_rps,
+            "items_per_s": self.items_per_s,
+            "latency_ms": dict(self.latency_ms),
+            "ttft_ms": None if self.ttft_ms is None else dict(self.ttft_ms),
+            "chunks_per_s": self.chunks_per_s,
+            "lag_ms": None if self.lag_ms is None else dict(self.lag_ms),
+            "bytes_received": self.bytes_received,
+            "cdf_ms": [list(p) for p in self.cdf_ms],
+        }
+
+
+def summarize(run: RunResult) -> Summary:
+    """Reduce a run's samples to its figures."""
+    ok = run.ok
+    n_ok = int(np.count_nonzero(ok))
+    elapsed = run.elapsed
+    rate = n_ok / elapsed if elapsed > 0 else 0.0
+    kinds, counts = np.unique(run.status[~ok], return_counts=True)
+    ok_latency_ms = run.latency[ok] * 1e3
+    lat = percentiles(ok_latency_ms)
+    lat["mean"] = float(np.mean(ok_latency_ms)) if n_ok else float("nan")
+    lat["max"] = float(np.max(ok_latency_ms)) if n_ok else float("nan")
+    ttft_ms = chunks_per_s = None
+    streamed = ok & ~np.isnan(run.ttft)
+    if np.any(streamed):
+        ttft_ms = percentiles(run.ttft[streamed] * 1e3)
+        chunks_per_s = float(np.sum(run.chunks[ok])) / elapsed if elapsed > 0 else 0.0
+    cdf = percentiles(ok_latency_ms, CDF_GRID) if n_ok else {}
+    return Summary(
+        mode=run.mode,
+        load=run.load,
+        workload=run.workload,
+        requests=int(run.status.size),
+        ok=n_ok,
+        errors=int(run.status.size) - n_ok,
+        error_kinds={error_kind(int(k)): int(c) for k, c in zip(kinds, counts, strict=True)},
+        dropped=run.dropped,
+        elapsed_s=elapsed,
+        throughput_rps=rate,
+        items_per_s=rate * run.items_per_request,
+        latency_ms=lat,
+        ttft_ms=ttft_ms,
+        chunks_per_s=chunks_per_s,
+        lag_ms=percentiles(run.lag * 1e3, (50.0, 99.0)) if run.mode == "open" else None,
+        bytes_received=int(np.sum(run.nbytes)),
+        cdf_ms=tuple((q, v) for q, v in zip(CDF_GRID, cdf.values(), strict=False)),
+    )
+
+
+def _ms(v: float) -> str:
+    return "-" if v != v else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
+
+
+def format_table(summaries: Iterable[Summary]) -> str:
+    """A compact fixed-width table, one line per load level."""
+    rows = list(summaries)
+    stream = any(s.ttft_ms is not None for s in rows)
+    head = ["load", "ok", "err", "drop", "req/s", "items/s", "p50", "p90", "p99", "p99.9"]
+    if stream:
+        head += ["ttft50", "ttft99"]
+    head.append("errors by kind")
+    lines = [head]
+    for s in rows:
+        load = f"c={s.load:g}" if s.mode == "closed" else f"{s.load:g}/s"
+        lat = s.latency_ms
+        line = [
+            load,
+            str(s.ok),
+            str(s.errors),
+            str(s.dropped),
+            f"{s.throughput_rps:.1f}",
+            f"{s.items_per_s:.1f}",
+        ]
+        line += [_ms(lat[percentile_key(q)]) for q in PERCENTILES]
+        if stream:
+            t = s.ttft_ms or {}
+            line += [_ms(t.get("p50", float("nan"))), _ms(t.get("p99", float("nan")))]
+        line.append(" ".join(f"{k}={v}" for k, v in sorted(s.error_kinds.items())) or "-")
+        lines.append(line)
+    widths = [max(len(r[i]) for r in lines) for i in range(len(head) - 1)]
+    out = []
+    for r in lines:
+        cells = [c.rjust(w) for c, w in zip(r[:-1], widths, strict=True)]
+        out.append("  ".join([*cells, r[-1]]))
+    return "\n".join(out) + "\n(latency in ms; req/s and items/s count successful requests)"

@@ -1,0 +1,165 @@
+"""The generators against a real aiohttp server on 127.0.0.1: behaviour, never speed."""
+
+from __future__ import annotations
+
+import io
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from sluiceway.bench import workloads
+from sluiceway.bench.loadgen import (
+    Target,
+    check_reachable,
+    poisson_offsets,
+    run_closed,
+    run_open,
+)
+from sluiceway.bench.report import CONNECT, STREAM_ERROR, TIMEOUT, summarize
+from sluiceway.errors import InvalidRequest, Unavailable
+
+if TYPE_CHECKING:
+    from conftest import BenchServer
+
+pytestmark = pytest.mark.anyio
+
+EMB = workloads.embeddings("m", "short", 2, distinct_bodies=8)
+
+
+async def test_closed_loop_by_request_count(server: BenchServer) -> None:
+    run = await run_closed(Target(server.url + "/v1/embeddings"), EMB, 4, requests=50)
+    assert run.status.size == 50
+    assert np.all(run.status == 200)
+    assert np.all(run.nbytes > 0)
+    assert np.all(run.latency > 0)
+    assert np.all(np.isnan(run.ttft))
+    assert server.hits["/v1/embeddings"] == 50
+    s = summarize(run)
+    assert s.ok == 50
+    assert s.items_per_s == pytest.approx(2 * s.throughput_rps)
+
+
+async def test_closed_loop_by_duration_excludes_warmup(server: BenchServer) -> None:
+    run = await run_closed(Target(server.url + "/v1/embeddings"), EMB, 2, duration=0.4, warmup=0.2)
+    assert run.status.size > 0
+    assert np.all(run.status == 200)
+    assert np.all(run.start >= 0)  # measured requests started after the warm-up
+    assert np.all(run.start < 0.4)
+    # every request the server answered was either warm-up or measured
+    assert server.hits["/v1/embeddings"] >= run.status.size
+    assert run.elapsed >= 0.4
+
+
+async def test_http_errors_are_counted_by_status(server: BenchServer) -> None:
+    run = await run_closed(Target(server.url + "/flaky"), EMB, 1, requests=30)
+    s = summarize(run)
+    assert s.requests == 30
+    assert dict(s.error_kinds) == {"http_503": 10}
+    assert s.ok == 20
+
+
+async def test_timeouts_are_recorded(server: BenchServer) -> None:
+    run = await run_closed(Target(server.url + "/slow", timeout=0.2), EMB, 2, requests=2)
+    assert list(run.status) == [TIMEOUT, TIMEOUT]
+    assert summarize(run).error_kinds == {"timeout": 2}
+
+
+async def test_connect_errors_are_recorded(closed_port: int) -> None:
+    run = await run_closed(
+        Target(f"http://127.0.0.1:{closed_port}/v1/embeddings"), EMB, 1, requests=3
+    )
+    assert list(run.status) == [CONNECT] * 3
+
+
+async def test_streams_record_ttft_and_chunks(server: BenchServer) -> None:
+    wl = workloads.chat("m", prompt_tokens=8, max_tokens=5, stream=True)
+    run = await run_closed(Target(server.url + "/v1/chat/completions"), wl, 3, requests=12)
+    assert np.all(run.status == 200)
+    assert np.all(run.chunks == 5)  # [DONE] is not a chunk
+    assert not np.any(np.isnan(run.ttft))
+    assert np.all(run.ttft > 0)
+    assert np.all(run.ttft <= run.latency)
+    s = summarize(run)
+    assert s.ttft_ms is not None and s.chunks_per_s is not None
+
+
+async def test_non_stream_generation_has_no_ttft(server: BenchServer) -> None:
+    wl = workloads.completions("m", prompt_tokens=8, max_tokens=5)
+    run = await run_closed(Target(server.url + "/v1/chat/completions"), wl, 1, requests=3)
+    assert np.all(run.status == 200)
+    assert np.all(np.isnan(run.ttft))
+
+
+async def test_error_event_in_a_stream_is_an_error(server: BenchServer) -> None:
+    wl = workloads.chat("m", prompt_tokens=8, max_tokens=5, stream=True)
+    run = await run_closed(Target(server.url + "/stream-error"), wl, 1, requests=2)
+    assert list(run.status) == [STREAM_ERROR, STREAM_ERROR]
+    assert summarize(run).error_kinds == {"stream_error": 2}
+
+
+async def test_open_loop_sends_every_arrival(server: BenchServer) -> None:
+    rate, duration, warmup = 200.0, 0.5, 0.1
+    run = await run_open(
+        Target(server.url + "/v1/embeddings"), EMB, rate, duration=duration, warmup=warmup, seed=7
+    )
+    offsets = poisson_offsets(rate, warmup + duration, 7)
+    measured = int(np.count_nonzero(offsets >= warmup))
+    assert run.status.size == measured
+    assert run.dropped == 0
+    assert np.all(run.status == 200)
+    assert run.lag.size == measured
+    assert np.all(run.lag >= 0)
+    assert server.hits["/v1/embeddings"] == offsets.size
+    assert summarize(run).lag_ms is not None
+
+
+async def test_open_loop_drops_over_max_outstanding(server: BenchServer) -> None:
+    rate, duration = 100.0, 0.3
+    run = await run_open(
+        Target(server.url + "/slow", timeout=0.5),
+        EMB,
+        rate,
+        duration=duration,
+        max_outstanding=2,
+        seed=1,
+    )
+    arrivals = poisson_offsets(rate, duration, 1).size
+    assert arrivals > 10
+    assert run.dropped > 0
+    assert run.status.size + run.dropped == arrivals
+    assert run.status.size <= arrivals
+    assert set(run.status.tolist()) == {TIMEOUT}
+
+
+def test_poisson_offsets() -> None:
+    a = poisson_offsets(1000.0, 10.0, 3)
+    assert np.array_equal(a, poisson_offsets(1000.0, 10.0, 3))
+    assert np.all(np.diff(a) > 0)
+    assert a[-1] < 10.0
+    assert 9500 < a.size < 10500  # seeded, so this is a fixed number
+    gaps = np.diff(a)
+    assert np.std(gaps) == pytest.approx(np.mean(gaps), rel=0.05)  # exponential: sd == mean
+
+
+async def test_progress_is_written(server: BenchServer) -> None:
+    out = io.StringIO()
+    await run_closed(Target(server.url + "/v1/embeddings"), EMB, 1, duration=1.3, progress=out)
+    lines = out.getvalue().splitlines()
+    assert lines
+    assert lines[0].startswith("[c=1]")
+    assert "req/s" in lines[0]
+
+
+async def test_reachability(server: BenchServer, closed_port: int) -> None:
+    await check_reachable(Target(server.url + "/v1/embeddings"))  # 405 is still reachable
+    with pytest.raises(Unavailable):
+        await check_reachable(Target(f"http://127.0.0.1:{closed_port}/v1/embeddings"))
+
+
+async def test_bad_levels_are_refused(server: BenchServer) -> None:
+    target = Target(server.url + "/v1/embeddings")
+    with pytest.raises(InvalidRequest):
+        await run_closed(target, EMB, 0, requests=1)
+    with pytest.raises(InvalidRequest):
+        await run_open(target, EMB, 0.0)
