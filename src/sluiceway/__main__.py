@@ -1,0 +1,5 @@
+import sys
+
+from sluiceway.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The HTTP edge: decode, validate, call a provider, encode; the only place statuses are chosen."""

@@ -1,0 +1,1 @@
+"""Framework-free dynamic batching: a pure flush policy, admission bounds and the scheduler."""

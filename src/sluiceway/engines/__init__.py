@@ -1,0 +1,1 @@
+"""Model runtimes behind small protocols; everything here runs on engine/tokenizer threads."""

@@ -1,0 +1,70 @@
+"""An ONNX Runtime encoder: BERT-style inputs in, pooled vectors out."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import onnxruntime as ort
+
+from sluiceway.engines.pooling import pool
+from sluiceway.engines.protocol import Float32Array, Int64Array
+
+
+class OnnxEncoder:
+    """One ONNX Runtime session per model per process, shared by every request.
+
+    Accepts graphs with ``input_ids`` + ``attention_mask`` (+ optional ``token_type_ids``) and
+    either token states ``[b, s, d]`` (pooled here) or an already pooled ``[b, d]`` output.
+    """
+
+    def __init__(
+        self, path: str, *, pooling: Literal["mean", "cls"], intra_op_threads: int = 0
+    ) -> None:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.intra_op_num_threads = intra_op_threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        self._session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        names = {i.name for i in self._session.get_inputs()}
+        missing = {"input_ids", "attention_mask"} - names
+        if missing:
+            raise ValueError(f"{path}: the graph lacks inputs {sorted(missing)}")
+        self._token_types = "token_type_ids" in names
+        output = self._session.get_outputs()[0]
+        self._output = output.name
+        self._pooled_output = len(output.shape) == 2
+        dims = output.shape[-1]
+        self._pooling = pooling
+        self._path = path
+        self._zero_buffer = np.zeros(0, dtype=np.int64)
+        self._dims = dims if isinstance(dims, int) else self._probe_dims()
+
+    def _zeros(self, shape: tuple[int, ...]) -> Int64Array:
+        """A reused all-zero ``token_type_ids`` of ``shape`` (grown, never shrunk)."""
+        size = int(np.prod(shape))
+        if self._zero_buffer.size < size:
+            self._zero_buffer = np.zeros(max(size, 2 * self._zero_buffer.size), dtype=np.int64)
+        return self._zero_buffer[:size].reshape(shape)
+
+    def _probe_dims(self) -> int:
+        ids = np.array([[101, 102]], dtype=np.int64)
+        return int(self.run(ids, np.ones_like(ids)).shape[1])
+
+    @property
+    def dims(self) -> int:
+        return self._dims
+
+    def run(self, input_ids: Int64Array, attention_mask: Int64Array) -> Float32Array:
+        feed = {"input_ids": input_ids, "attention_mask": attention_mask}
+        if self._token_types:
+            feed["token_type_ids"] = self._zeros(input_ids.shape)
+        (out,) = self._session.run([self._output], feed)
+        out = np.asarray(out, dtype=np.float32)
+        if self._pooled_output:
+            return out
+        return pool(out, attention_mask, self._pooling)
+
+    def __repr__(self) -> str:
+        return f"OnnxEncoder({self._path!r}, dims={self._dims}, pooling={self._pooling!r})"

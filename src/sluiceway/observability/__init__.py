@@ -1,0 +1,1 @@
+"""Metrics, logging and tracing: leaves every layer may import."""

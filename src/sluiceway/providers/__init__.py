@@ -1,0 +1,1 @@
+"""Model name → provider: local (engine + batcher) or upstream (backend pool + routing)."""
