@@ -12,6 +12,7 @@ from sluiceway.bench.report import (
     TIMEOUT,
     RunResult,
     error_kind,
+    format_brief,
     format_table,
     percentiles,
     summarize,
@@ -136,3 +137,11 @@ def test_table_has_one_row_per_level() -> None:
     assert "http_429=1" in lines[1]
     assert lines[2].split()[0] == "4/s"
     assert "ttft50" not in text
+
+
+def test_brief_line() -> None:
+    s = summarize(run([0.01, 0.03], [200, 200], window=1.0, items=4))
+    assert format_brief(s) == ("c=4: 2.0 req/s (8.0 items/s), p50 20.0 p99 29.8 ms, errors 0")
+    assert format_brief(summarize(run([0.01], [200], mode="open", dropped=2))).endswith(
+        ", dropped 2"
+    )

@@ -30,14 +30,14 @@ import datetime
 import platform
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 from urllib.parse import urlsplit
 
 import msgspec
 
 from sluiceway.bench import workloads
 from sluiceway.bench.loadgen import Target, check_reachable, run_closed, run_open
-from sluiceway.bench.report import Summary, format_table, summarize
+from sluiceway.bench.report import Summary, format_brief, format_table, summarize
 from sluiceway.errors import InvalidRequest, Unavailable
 
 SCHEMA = "sluiceway.bench/1"
@@ -228,7 +228,7 @@ async def _sweep(
                 seed=args.seed,
                 progress=progress,
             )
-            summaries.append(summarize(run))
+            _finished(summarize(run), summaries, progress)
     else:
         for level in args.concurrency:
             run = await run_closed(
@@ -240,8 +240,13 @@ async def _sweep(
                 requests=args.requests,
                 progress=progress,
             )
-            summaries.append(summarize(run))
+            _finished(summarize(run), summaries, progress)
+
+
+def _finished(summary: Summary, summaries: list[Summary], progress: TextIO | None) -> None:
+    summaries.append(summary)
     if progress is not None:
+        progress.write(format_brief(summary) + "\n")
         progress.flush()
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import msgspec
 
+from sluiceway.bench.report import load_label
 from sluiceway.errors import InvalidRequest
 
 
@@ -62,7 +63,7 @@ def plot_results(
             top = runs[-1]
             if top["cdf_ms"]:
                 qs, values = zip(*top["cdf_ms"], strict=True)
-                load = f"c={top['load']:g}" if top["mode"] == "closed" else f"{top['load']:g}/s"
+                load = load_label(top["mode"], top["load"])
                 ax_cdf.plot(values, qs, "-", color=color, label=f"{label} ({load})")
         xlabel = _load_axis_label(docs)
         ax_tput.set(xlabel=xlabel, ylabel="throughput, items/s", title="Throughput")

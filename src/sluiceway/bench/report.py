@@ -190,6 +190,21 @@ def _ms(v: float) -> str:
     return "-" if v != v else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
 
 
+def load_label(mode: Mode, load: float) -> str:
+    """``c=16`` for a closed-loop level, ``200/s`` for an open-loop rate."""
+    return f"c={load:g}" if mode == "closed" else f"{load:g}/s"
+
+
+def format_brief(s: Summary) -> str:
+    """One line for a finished level: ``c=16: 412.0 req/s (412.0 items/s), p50 ... errors 0``."""
+    lat = s.latency_ms
+    return (
+        f"{load_label(s.mode, s.load)}: {s.throughput_rps:.1f} req/s ({s.items_per_s:.1f} items/s),"
+        f" p50 {_ms(lat['p50'])} p99 {_ms(lat['p99'])} ms, errors {s.errors}"
+        + (f", dropped {s.dropped}" if s.dropped else "")
+    )
+
+
 def format_table(summaries: Iterable[Summary]) -> str:
     """A compact fixed-width table, one line per load level."""
     rows = list(summaries)
@@ -200,7 +215,7 @@ def format_table(summaries: Iterable[Summary]) -> str:
     head.append("errors by kind")
     lines = [head]
     for s in rows:
-        load = f"c={s.load:g}" if s.mode == "closed" else f"{s.load:g}/s"
+        load = load_label(s.mode, s.load)
         lat = s.latency_ms
         line = [
             load,
