@@ -164,5 +164,34 @@ async def test_server_errors_still_exit_0(server: BenchServer, tmp_path: Path) -
     )
     assert result.returncode == 0, result.stderr.decode()
     run = msgspec.json.decode(out.read_bytes())["runs"][0]
+    # the preflight request was the 1st; so the 3rd, 6th and 9th measured ones fail
     assert run["error_kinds"] == {"http_503": 3}
     assert "http_503=3" in result.stdout.decode()
+
+
+@pytest.mark.anyio
+async def test_wrong_path_warns_and_still_exits_0(server: BenchServer) -> None:
+    result = await anyio.run_process(
+        [
+            sys.executable,
+            "-m",
+            "sluiceway.bench",
+            "embeddings",
+            "--url",
+            server.url + "/nowhere",
+            "--model",
+            "m",
+            "--concurrency",
+            "1",
+            "--requests",
+            "3",
+            "--warmup",
+            "0",
+            "--no-progress",
+        ],
+        env=ENV,
+        check=False,
+    )
+    assert result.returncode == 0
+    assert "warning: first request got HTTP 404" in result.stderr.decode()
+    assert "http_404=3" in result.stdout.decode()

@@ -11,8 +11,8 @@ import pytest
 from sluiceway.bench import workloads
 from sluiceway.bench.loadgen import (
     Target,
-    check_reachable,
     poisson_offsets,
+    preflight,
     run_closed,
     run_open,
 )
@@ -151,10 +151,16 @@ async def test_progress_is_written(server: BenchServer) -> None:
     assert "req/s" in lines[0]
 
 
-async def test_reachability(server: BenchServer, closed_port: int) -> None:
-    await check_reachable(Target(server.url + "/v1/embeddings"))  # 405 is still reachable
+async def test_preflight(server: BenchServer, closed_port: int) -> None:
+    status, head = await preflight(Target(server.url + "/v1/embeddings"), EMB)
+    assert status == 200
+    assert head.startswith(b'{"object":"list"')
+    status, _ = await preflight(Target(server.url + "/nowhere"), EMB)
+    assert status == 404  # an answer: reachable
     with pytest.raises(Unavailable):
-        await check_reachable(Target(f"http://127.0.0.1:{closed_port}/v1/embeddings"))
+        await preflight(Target(f"http://127.0.0.1:{closed_port}/v1/embeddings"), EMB)
+    with pytest.raises(Unavailable):
+        await preflight(Target(server.url + "/slow", timeout=0.2), EMB)
 
 
 async def test_bad_levels_are_refused(server: BenchServer) -> None:

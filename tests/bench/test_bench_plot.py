@@ -65,3 +65,26 @@ def test_not_a_result_file_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "x.json"
     path.write_bytes(b'{"hello": 1}')
     assert cli.main(["plot", str(path), "--out", str(tmp_path / "x.png")]) == 2
+
+
+def test_levels_without_successes_plot_as_gaps(tmp_path: Path) -> None:
+    doc = _doc("a", "closed", [1, 2], 1.0)
+    failed = RunResult(
+        mode="closed",
+        load=4.0,
+        workload="w",
+        items_per_request=1,
+        window=1.0,
+        start=np.zeros(1),
+        latency=np.ones(1),
+        status=np.full(1, 503),
+        nbytes=np.zeros(1, dtype=np.int64),
+        ttft=np.full(1, np.nan),
+        chunks=np.zeros(1, dtype=np.int64),
+    )
+    doc["runs"].append(summarize(failed).to_dict())  # type: ignore[attr-defined]
+    decoded = msgspec.json.decode(msgspec.json.encode(doc))
+    assert decoded["runs"][-1]["latency_ms"]["p99"] is None
+    out = tmp_path / "gaps.png"
+    plot_results([decoded], out)
+    assert out.read_bytes()[:8] == PNG

@@ -36,7 +36,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from sluiceway.bench import workloads
-from sluiceway.bench.loadgen import Target, check_reachable, run_closed, run_open
+from sluiceway.bench.loadgen import Target, preflight, run_closed, run_open
 from sluiceway.bench.report import Summary, format_brief, format_table, summarize
 from sluiceway.errors import InvalidRequest, Unavailable
 
@@ -214,7 +214,10 @@ def _document(
 async def _sweep(
     args: argparse.Namespace, workload: workloads.Workload, target: Target, summaries: list[Summary]
 ) -> None:
-    await check_reachable(target)
+    status, head = await preflight(target, workload)
+    if not 200 <= status < 300:
+        text = head.decode("utf-8", "replace")
+        print(f"sluiceway bench: warning: first request got HTTP {status}: {text}", file=sys.stderr)
     progress = None if args.no_progress else sys.stderr
     if args.rate:
         for rate in args.rate:

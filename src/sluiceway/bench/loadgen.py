@@ -270,16 +270,18 @@ async def run_open(
     return samples.result("open", rate, workload, duration, dropped)
 
 
-async def check_reachable(target: Target, within: float = 5.0) -> None:
-    """Raise :class:`~sluiceway.errors.Unavailable` unless a TCP connection to the target opens.
+async def preflight(target: Target, workload: Workload) -> tuple[int, bytes]:
+    """Send the workload's first body once; return (status, start of the response body).
 
-    Any HTTP answer (even 404) counts as reachable: server errors are results to report.
+    Raises :class:`~sluiceway.errors.Unavailable` when no HTTP answer arrives (connection
+    refused, timeout). Any HTTP status counts as reachable: a 404 for a wrong model name is a
+    result for the caller to warn about, not a failure to reach the server.
     """
     try:
         async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=within)) as session,
-            session.get(target.url, headers=dict(target.headers)) as resp,
+            _session(target, 1) as session,
+            session.post(target.url, data=workload.body(0)) as resp,
         ):
-            await resp.read()
+            return resp.status, (await resp.read())[:300]
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise Unavailable(f"cannot reach {target.url}: {exc or type(exc).__name__}") from exc

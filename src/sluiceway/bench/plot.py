@@ -7,6 +7,7 @@ matplotlib (the ``bench`` extra) is imported only when a plot is drawn, with the
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,11 @@ def load_results(paths: Sequence[str | Path]) -> list[dict[str, Any]]:
             raise InvalidRequest(f"{path}: not a sluiceway bench result (no 'runs' list)")
         docs.append(doc)
     return docs
+
+
+def _num(value: float | None) -> float:
+    """JSON has ``null`` where a figure had no sample (NaN)."""
+    return math.nan if value is None else float(value)
 
 
 def _load_axis_label(docs: Sequence[Mapping[str, Any]]) -> str:
@@ -55,10 +61,10 @@ def plot_results(
             if not runs:
                 continue
             loads = [r["load"] for r in runs]
-            line = ax_tput.plot(loads, [r["items_per_s"] for r in runs], "o-", label=label)
+            line = ax_tput.plot(loads, [_num(r["items_per_s"]) for r in runs], "o-", label=label)
             color = line[0].get_color()
             ax_p99.plot(
-                loads, [r["latency_ms"]["p99"] for r in runs], "o-", color=color, label=label
+                loads, [_num(r["latency_ms"]["p99"]) for r in runs], "o-", color=color, label=label
             )
             top = runs[-1]
             if top["cdf_ms"]:

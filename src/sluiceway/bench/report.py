@@ -127,6 +127,7 @@ class Summary:
     cdf_ms: tuple[tuple[float, float], ...]
 
     def to_dict(self) -> dict[str, Any]:
+        """Plain JSON types; times rounded to the microsecond, NaN for "no sample"."""
         return {
             "mode": self.mode,
             "load": self.load,
@@ -136,16 +137,20 @@ class Summary:
             "errors": self.errors,
             "error_kinds": dict(self.error_kinds),
             "dropped": self.dropped,
-            "elapsed_s": self.elapsed_s,
-            "throughput_rps": self.throughput_rps,
-            "items_per_s": self.items_per_s,
-            "latency_ms": dict(self.latency_ms),
-            "ttft_ms": None if self.ttft_ms is None else dict(self.ttft_ms),
-            "chunks_per_s": self.chunks_per_s,
-            "lag_ms": None if self.lag_ms is None else dict(self.lag_ms),
+            "elapsed_s": round(self.elapsed_s, 6),
+            "throughput_rps": round(self.throughput_rps, 3),
+            "items_per_s": round(self.items_per_s, 3),
+            "latency_ms": _rounded(self.latency_ms),
+            "ttft_ms": None if self.ttft_ms is None else _rounded(self.ttft_ms),
+            "chunks_per_s": None if self.chunks_per_s is None else round(self.chunks_per_s, 3),
+            "lag_ms": None if self.lag_ms is None else _rounded(self.lag_ms),
             "bytes_received": self.bytes_received,
-            "cdf_ms": [list(p) for p in self.cdf_ms],
+            "cdf_ms": [[q, round(v, 3)] for q, v in self.cdf_ms],
         }
+
+
+def _rounded(values: Mapping[str, float]) -> dict[str, float]:
+    return {k: round(v, 3) for k, v in values.items()}
 
 
 def summarize(run: RunResult) -> Summary:
