@@ -1,0 +1,1 @@
+"""Upstream backends: state, circuit breaker, health probes, the pool and the proxy I/O."""
