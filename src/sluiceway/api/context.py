@@ -5,10 +5,15 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+from aiohttp import web
+
 from sluiceway.clock import Clock
 from sluiceway.config.settings import ServerSettings
 from sluiceway.observability.metrics import Metrics
 from sluiceway.providers.registry import Registry
+
+#: The served model a request named (metrics label; only known names, so the set is bounded).
+MODEL = web.RequestKey("model", str)
 
 
 @dataclass(slots=True)

@@ -94,7 +94,6 @@ async def handle_embeddings(request: web.Request, body: bytes, ctx: ApiContext) 
     if req.dimensions is not None and req.dimensions < 1:
         raise InvalidRequest("dimensions must be a positive integer", param="dimensions")
     embedder = ctx.registry.embedder(req.model)
-    request["model"] = req.model
     options = EmbedOptions(
         truncate=req.truncate,
         truncation_direction=req.truncation_direction,

@@ -11,7 +11,7 @@ from typing import cast
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
-from sluiceway.api.context import ApiContext
+from sluiceway.api.context import MODEL, ApiContext
 from sluiceway.api.decode import model_of, read_body
 from sluiceway.api.embeddings import handle_embeddings
 from sluiceway.api.errors import error_response, reason_of
@@ -91,9 +91,10 @@ class V1:
         tail = request.match_info["tail"]
         body = await read_body(request, ctx.server.max_body_bytes)
         model = model_of(body)
+        if ctx.registry.knows(model):
+            request[MODEL] = model
         upstream = ctx.registry.upstream(model)
         if upstream is not None:
-            request["model"] = model
             from sluiceway.api.proxy import forward  # type: ignore[import-not-found, unused-ignore]
 
             response: web.StreamResponse = await forward(request, body, model, upstream, ctx)
@@ -130,7 +131,7 @@ def edge_middleware(
             return response
         except SluicewayError as e:
             status = e.status
-            m.failures.labels(request.get("model", "-"), reason_of(e)).inc()
+            m.failures.labels(request.get(MODEL, "-"), reason_of(e)).inc()
             return error_response(e)
         except web.HTTPException as e:
             mapped = _map_http(e)
@@ -138,7 +139,7 @@ def edge_middleware(
             return error_response(mapped)
         except asyncio.CancelledError:
             status = 499  # client closed the connection
-            m.failures.labels(request.get("model", "-"), "cancelled").inc()
+            m.failures.labels(request.get(MODEL, "-"), "cancelled").inc()
             raise
         except Exception:
             log.exception("unhandled error on %s %s", request.method, request.path)
@@ -147,7 +148,7 @@ def edge_middleware(
         finally:
             ctx.request_done()
             endpoint = _endpoint_label(request)
-            model = request.get("model", "-")
+            model = request.get(MODEL, "-")
             m.requests.labels(model, endpoint, str(status)).inc()
             if endpoint.startswith("/v1/") and status < 400:
                 m.request_duration.labels(model, endpoint).observe(time.perf_counter() - start)

@@ -84,6 +84,8 @@ class EncoderModelSettings(
     max_length: int | None = None
     #: Server default for the request's ``truncate`` field.
     truncate: bool = True
+    #: Graph output to read; None = the first float token-state output (else a pooled one).
+    output: str | None = None
     #: ONNX Runtime intra-op threads for this model (0 = one per core).
     intra_op_threads: int = 0
     batching: BatchingSettings = BatchingSettings()

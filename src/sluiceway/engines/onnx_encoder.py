@@ -19,7 +19,12 @@ class OnnxEncoder:
     """
 
     def __init__(
-        self, path: str, *, pooling: Literal["mean", "cls"], intra_op_threads: int = 0
+        self,
+        path: str,
+        *,
+        pooling: Literal["mean", "cls"],
+        intra_op_threads: int = 0,
+        output: str | None = None,
     ) -> None:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
@@ -32,10 +37,10 @@ class OnnxEncoder:
         if missing:
             raise ValueError(f"{path}: the graph lacks inputs {sorted(missing)}")
         self._token_types = "token_type_ids" in names
-        output = self._session.get_outputs()[0]
-        self._output = output.name
-        self._pooled_output = len(output.shape) == 2
-        dims = output.shape[-1]
+        chosen = self._choose_output(output)
+        self._output = chosen.name
+        self._pooled_output = len(chosen.shape) == 2
+        dims = chosen.shape[-1]
         self._pooling = pooling
         self._path = path
         self._zero_buffer = np.zeros(0, dtype=np.int64)
@@ -47,6 +52,22 @@ class OnnxEncoder:
         if self._zero_buffer.size < size:
             self._zero_buffer = np.zeros(max(size, 2 * self._zero_buffer.size), dtype=np.int64)
         return self._zero_buffer[:size].reshape(shape)
+
+    def _choose_output(self, name: str | None) -> ort.NodeArg:
+        """The named output; else the first float token-state output ``[b, s, d]``; else the
+        first float ``[b, d]`` output (already pooled)."""
+        outputs = self._session.get_outputs()
+        if name is not None:
+            for o in outputs:
+                if o.name == name:
+                    return o
+            raise ValueError(f"the graph has no output {name!r}: {[o.name for o in outputs]}")
+        floats = [o for o in outputs if o.type == "tensor(float)"]
+        for rank in (3, 2):
+            for o in floats:
+                if len(o.shape) == rank:
+                    return o
+        raise ValueError(f"no float output of rank 2 or 3 among {[o.name for o in outputs]}")
 
     def _probe_dims(self) -> int:
         ids = np.array([[101, 102]], dtype=np.int64)

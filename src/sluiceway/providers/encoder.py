@@ -32,7 +32,7 @@ from sluiceway.providers.base import EmbedOptions, EmbedResult, ModelCard, Servi
 
 log = logging.getLogger(__name__)
 
-#: Builds (tokenizer, engine) off the event loop. Tests pass one that builds a fake engine.
+#: Builds (tokenizer, engine), warmed up, off the event loop. Tests pass one with a fake engine.
 EngineLoader = Callable[[EncoderModelSettings], tuple[TextTokenizer, EncoderEngine]]
 
 
@@ -51,8 +51,16 @@ def load_onnx(settings: EncoderModelSettings) -> tuple[TextTokenizer, EncoderEng
     files = resolve_encoder_files(settings)
     tokenizer = TextTokenizer(str(files.tokenizer), files.max_length)
     engine = OnnxEncoder(
-        str(files.onnx), pooling=files.pooling, intra_op_threads=settings.intra_op_threads
+        str(files.onnx),
+        pooling=files.pooling,
+        intra_op_threads=settings.intra_op_threads,
+        output=files.output,
     )
+    # Warm up: the first runs allocate arenas and pick kernels; do it before /ready says yes.
+    for n, text in ((1, "warm up"), (8, "warm up " * 20)):
+        enc = tokenizer.encode([text] * n, True, "right")
+        ids = np.stack([e.ids for e in enc])
+        engine.run(ids, np.ones_like(ids))
     return tokenizer, engine
 
 
@@ -126,16 +134,7 @@ class EncoderService:
             on_wait=wait.observe,
             on_drop=lambda reason, n: m.dropped.labels(mid, "queue", reason).inc(n),
         )
-        # Warm up off the loop: first runs allocate arenas and pick kernels.
-        await asyncio.to_thread(self._warm_up, tokenizer, engine)
         log.info("model %s ready: %r, %r", mid, tokenizer, engine)
-
-    @staticmethod
-    def _warm_up(tokenizer: TextTokenizer, engine: EncoderEngine) -> None:
-        for n, text in ((1, "warm up"), (8, "warm up " * 20)):
-            enc = tokenizer.encode([text] * n, True, "right")
-            ids = np.stack([e.ids for e in enc])
-            engine.run(ids, np.ones_like(ids))
 
     async def run(self) -> None:
         assert self._scheduler is not None, "start() first"

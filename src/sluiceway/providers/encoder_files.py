@@ -17,6 +17,7 @@ class EncoderFiles:
     tokenizer: Path
     pooling: Literal["mean", "cls"]
     max_length: int
+    output: str | None
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -30,7 +31,8 @@ def _read_json(path: Path) -> dict[str, Any]:
 def resolve_encoder_files(settings: EncoderModelSettings) -> EncoderFiles:
     """Settings win; then ``sluiceway.json``; then sentence-transformers' files; then defaults.
 
-    A folder may hold ``sluiceway.json`` with ``{"pooling": "mean"|"cls", "max_length": N}``,
+    A folder may hold ``sluiceway.json`` with
+    ``{"pooling": "mean"|"cls", "max_length": N, "output": "<graph output name>"}``,
     or the sentence-transformers files ``1_Pooling/config.json`` and
     ``sentence_bert_config.json``.
     """
@@ -73,4 +75,9 @@ def resolve_encoder_files(settings: EncoderModelSettings) -> EncoderFiles:
         max_length = st_bert["max_seq_length"]
     if max_length < 2:
         raise ValueError(f"model {settings.id!r}: max_length must be at least 2")
-    return EncoderFiles(onnx=onnx, tokenizer=tokenizer, pooling=pooling, max_length=max_length)
+    output = settings.output
+    if output is None and isinstance(own.get("output"), str):
+        output = own["output"]
+    return EncoderFiles(
+        onnx=onnx, tokenizer=tokenizer, pooling=pooling, max_length=max_length, output=output
+    )

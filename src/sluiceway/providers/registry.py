@@ -40,6 +40,9 @@ class Registry:
         for name in self._add(service):
             self._upstreams[name] = service
 
+    def knows(self, name: str) -> bool:
+        return name in self._embedders or name in self._generators or name in self._upstreams
+
     def upstream(self, name: str) -> Upstream | None:
         return self._upstreams.get(name)
 
