@@ -134,6 +134,7 @@ async def test_full_run_writes_json(server: BenchServer, tmp_path: Path) -> None
     assert doc["workload"]["path"] == "/v1/embeddings"
     assert [r["load"] for r in doc["runs"]] == [1.0, 2.0]
     assert all(r["requests"] == 20 and r["ok"] == 20 for r in doc["runs"])
+    assert "c=1 has only 20 successful requests" in result.stderr.decode()
 
 
 @pytest.mark.anyio

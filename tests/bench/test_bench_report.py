@@ -15,6 +15,7 @@ from sluiceway.bench.report import (
     format_brief,
     format_table,
     percentiles,
+    sample_warning,
     summarize,
 )
 
@@ -141,7 +142,13 @@ def test_table_has_one_row_per_level() -> None:
 
 def test_brief_line() -> None:
     s = summarize(run([0.01, 0.03], [200, 200], window=1.0, items=4))
-    assert format_brief(s) == ("c=4: 2.0 req/s (8.0 items/s), p50 20.0 p99 29.8 ms, errors 0")
+    assert format_brief(s) == ("c=4: 2.00 req/s (8.00 items/s), p50 20.0 p99 29.8 ms, errors 0")
     assert format_brief(summarize(run([0.01], [200], mode="open", dropped=2))).endswith(
         ", dropped 2"
     )
+
+
+def test_sample_warning_below_100_successes() -> None:
+    assert sample_warning(summarize(run([0.01] * 100, [200] * 100))) is None
+    warning = sample_warning(summarize(run([0.01] * 99, [200] * 99)))
+    assert warning is not None and "only 99" in warning

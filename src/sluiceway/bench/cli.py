@@ -37,7 +37,13 @@ import msgspec
 
 from sluiceway.bench import workloads
 from sluiceway.bench.loadgen import Target, preflight, run_closed, run_open
-from sluiceway.bench.report import Summary, format_brief, format_table, summarize
+from sluiceway.bench.report import (
+    Summary,
+    format_brief,
+    format_table,
+    sample_warning,
+    summarize,
+)
 from sluiceway.errors import InvalidRequest, Unavailable
 
 SCHEMA = "sluiceway.bench/1"
@@ -251,6 +257,8 @@ def _finished(summary: Summary, summaries: list[Summary], progress: TextIO | Non
     if progress is not None:
         progress.write(format_brief(summary) + "\n")
         progress.flush()
+    if (warning := sample_warning(summary)) is not None:
+        print(f"sluiceway bench: warning: {warning}", file=sys.stderr)
 
 
 def _write_outputs(args: argparse.Namespace, doc: dict[str, Any]) -> None:

@@ -38,6 +38,8 @@ from sluiceway.bench.report import (
     DISCONNECT,
     STREAM_ERROR,
     TIMEOUT,
+    FloatArray,
+    Mode,
     RunResult,
 )
 from sluiceway.bench.workloads import Workload
@@ -67,10 +69,10 @@ class _Samples:
     lag: list[float] = field(default_factory=list)
 
     def result(
-        self, mode: str, load: float, workload: Workload, window: float, dropped: int = 0
+        self, mode: Mode, load: float, workload: Workload, window: float, dropped: int = 0
     ) -> RunResult:
         return RunResult(
-            mode="closed" if mode == "closed" else "open",
+            mode=mode,
             load=load,
             workload=workload.name,
             items_per_request=workload.items_per_request,
@@ -212,10 +214,11 @@ async def run_closed(
     return samples.result("closed", float(concurrency), workload, window)
 
 
-def poisson_offsets(rate: float, horizon: float, seed: int) -> np.ndarray:
+def poisson_offsets(rate: float, horizon: float, seed: int) -> FloatArray:
     """Arrival times (seconds from 0) of a Poisson process of ``rate``/s, all < ``horizon``."""
     rng = np.random.default_rng(seed)
-    chunks, t = [], 0.0
+    chunks: list[FloatArray] = []
+    t = 0.0
     while t < horizon:
         gaps = rng.exponential(1.0 / rate, size=max(16, int(rate * horizon * 0.25) + 16))
         times = t + np.cumsum(gaps)

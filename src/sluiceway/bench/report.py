@@ -191,6 +191,10 @@ def summarize(run: RunResult) -> Summary:
     )
 
 
+def _rate(v: float) -> str:
+    return f"{v:.2f}" if v < 10 else f"{v:.1f}"
+
+
 def _ms(v: float) -> str:
     return "-" if v != v else f"{v:.1f}" if v < 1000 else f"{v:.0f}"
 
@@ -200,11 +204,22 @@ def load_label(mode: Mode, load: float) -> str:
     return f"c={load:g}" if mode == "closed" else f"{load:g}/s"
 
 
+def sample_warning(s: Summary, minimum: int = 100) -> str | None:
+    """A warning when a level has too few successful samples for its tail percentiles."""
+    if s.ok >= minimum:
+        return None
+    return (
+        f"{load_label(s.mode, s.load)} has only {s.ok} successful requests; p99 wants >= 100"
+        " and p99.9 >= 1000: raise --duration (or --requests)"
+    )
+
+
 def format_brief(s: Summary) -> str:
     """One line for a finished level: ``c=16: 412.0 req/s (412.0 items/s), p50 ... errors 0``."""
     lat = s.latency_ms
     return (
-        f"{load_label(s.mode, s.load)}: {s.throughput_rps:.1f} req/s ({s.items_per_s:.1f} items/s),"
+        f"{load_label(s.mode, s.load)}: {_rate(s.throughput_rps)} req/s"
+        f" ({_rate(s.items_per_s)} items/s),"
         f" p50 {_ms(lat['p50'])} p99 {_ms(lat['p99'])} ms, errors {s.errors}"
         + (f", dropped {s.dropped}" if s.dropped else "")
     )
@@ -227,8 +242,8 @@ def format_table(summaries: Iterable[Summary]) -> str:
             str(s.ok),
             str(s.errors),
             str(s.dropped),
-            f"{s.throughput_rps:.1f}",
-            f"{s.items_per_s:.1f}",
+            _rate(s.throughput_rps),
+            _rate(s.items_per_s),
         ]
         line += [_ms(lat[percentile_key(q)]) for q in PERCENTILES]
         if stream:
