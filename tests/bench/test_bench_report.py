@@ -103,6 +103,12 @@ def test_stream_figures() -> None:
     s = summarize(run([0.2, 0.4], [200, 200], window=1.0, ttft=[0.01, 0.03], chunks=[5, 7]))
     assert s.ttft_ms == pytest.approx({"p50": 20.0, "p90": 28.0, "p99": 29.8, "p99.9": 29.98})
     assert s.chunks_per_s == pytest.approx(12.0)
+    # (0.2 - 0.01) / 4 and (0.4 - 0.03) / 6 seconds per chunk after the first
+    assert s.tpot_ms is not None
+    assert s.tpot_ms["p50"] == pytest.approx((47.5 + 61.6667) / 2, rel=1e-4)
+    table = format_table([s])
+    assert "ttft50" in table.splitlines()[0] and "chunks/s" in table.splitlines()[0]
+    assert "12.0" in table.splitlines()[1]
 
 
 def test_no_success_gives_nan_latency_and_zero_throughput() -> None:

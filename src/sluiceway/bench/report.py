@@ -15,6 +15,7 @@ status arrived (:data:`CONNECT`, :data:`TIMEOUT`, :data:`DISCONNECT`, :data:`CLI
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -121,6 +122,7 @@ class Summary:
     items_per_s: float
     latency_ms: Mapping[str, float]
     ttft_ms: Mapping[str, float] | None
+    tpot_ms: Mapping[str, float] | None
     chunks_per_s: float | None
     lag_ms: Mapping[str, float] | None
     bytes_received: int
@@ -142,6 +144,7 @@ class Summary:
             "items_per_s": round(self.items_per_s, 3),
             "latency_ms": _rounded(self.latency_ms),
             "ttft_ms": None if self.ttft_ms is None else _rounded(self.ttft_ms),
+            "tpot_ms": None if self.tpot_ms is None else _rounded(self.tpot_ms),
             "chunks_per_s": None if self.chunks_per_s is None else round(self.chunks_per_s, 3),
             "lag_ms": None if self.lag_ms is None else _rounded(self.lag_ms),
             "bytes_received": self.bytes_received,
@@ -164,10 +167,14 @@ def summarize(run: RunResult) -> Summary:
     lat = percentiles(ok_latency_ms)
     lat["mean"] = float(np.mean(ok_latency_ms)) if n_ok else float("nan")
     lat["max"] = float(np.max(ok_latency_ms)) if n_ok else float("nan")
-    ttft_ms = chunks_per_s = None
+    ttft_ms = tpot_ms = chunks_per_s = None
     streamed = ok & ~np.isnan(run.ttft)
     if np.any(streamed):
         ttft_ms = percentiles(run.ttft[streamed] * 1e3)
+        # time per output chunk after the first: (latency - ttft) / (chunks - 1)
+        multi = streamed & (run.chunks > 1)
+        tpot = (run.latency[multi] - run.ttft[multi]) / (run.chunks[multi] - 1)
+        tpot_ms = percentiles(tpot * 1e3, (50.0, 99.0))
         chunks_per_s = float(np.sum(run.chunks[ok])) / elapsed if elapsed > 0 else 0.0
     cdf = percentiles(ok_latency_ms, CDF_GRID) if n_ok else {}
     return Summary(
@@ -184,6 +191,7 @@ def summarize(run: RunResult) -> Summary:
         items_per_s=rate * run.items_per_request,
         latency_ms=lat,
         ttft_ms=ttft_ms,
+        tpot_ms=tpot_ms,
         chunks_per_s=chunks_per_s,
         lag_ms=percentiles(run.lag * 1e3, (50.0, 99.0)) if run.mode == "open" else None,
         bytes_received=int(np.sum(run.nbytes)),
@@ -231,7 +239,7 @@ def format_table(summaries: Iterable[Summary]) -> str:
     stream = any(s.ttft_ms is not None for s in rows)
     head = ["load", "ok", "err", "drop", "req/s", "items/s", "p50", "p90", "p99", "p99.9"]
     if stream:
-        head += ["ttft50", "ttft99"]
+        head += ["ttft50", "ttft99", "chunks/s"]
     head.append("errors by kind")
     lines = [head]
     for s in rows:
@@ -248,7 +256,8 @@ def format_table(summaries: Iterable[Summary]) -> str:
         line += [_ms(lat[percentile_key(q)]) for q in PERCENTILES]
         if stream:
             t = s.ttft_ms or {}
-            line += [_ms(t.get("p50", float("nan"))), _ms(t.get("p99", float("nan")))]
+            line += [_ms(t.get("p50", math.nan)), _ms(t.get("p99", math.nan))]
+            line.append("-" if s.chunks_per_s is None else _rate(s.chunks_per_s))
         line.append(" ".join(f"{k}={v}" for k, v in sorted(s.error_kinds.items())) or "-")
         lines.append(line)
     widths = [max(len(r[i]) for r in lines) for i in range(len(head) - 1)]
