@@ -55,7 +55,7 @@ def test_register_adds_bench_with_a_func() -> None:
         ]
     )
     assert args.func is cli.run_command
-    assert args.concurrency == [1.0, 8.0]
+    assert args.concurrency == [1, 8]
     assert args.rate is None
     wl = cli.build_workload(args)
     assert wl.items_per_request == 32
@@ -75,6 +75,12 @@ def test_register_adds_bench_with_a_func() -> None:
         ["embeddings", "--model", "m", "--rate", "fast"],
         ["embeddings", "--model", "m", "--inputs", "huge"],
         ["embeddings", "--model", "m", "--header", "no-colon"],
+        ["embeddings", "--model", "m", "--concurrency", "1.5"],
+        ["embeddings", "--model", "m", "--duration", "0"],
+        ["embeddings", "--model", "m", "--duration", "1,2"],
+        ["embeddings", "--model", "m", "--warmup", "-1"],
+        ["embeddings", "--model", "m", "--requests", "0"],
+        ["embeddings", "--model", "m", "--timeout", "nan"],
     ],
 )
 def test_bad_arguments_exit_2(argv: list[str]) -> None:

@@ -169,3 +169,7 @@ async def test_bad_levels_are_refused(server: BenchServer) -> None:
         await run_closed(target, EMB, 0, requests=1)
     with pytest.raises(InvalidRequest):
         await run_open(target, EMB, 0.0)
+    with pytest.raises(InvalidRequest):
+        await run_closed(target, EMB, 1, requests=0)
+    with pytest.raises(InvalidRequest):
+        await run_open(target, EMB, 1.0, warmup=-1.0)

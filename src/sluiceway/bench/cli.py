@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import math
 import platform
 import sys
 from pathlib import Path
@@ -60,16 +61,39 @@ def endpoint_url(url: str, path: str) -> str:
     return base
 
 
-def _numbers(text: str) -> list[float]:
+def _number(text: str, *, zero: bool = False) -> float:
     try:
-        values = [float(v) for v in text.split(",") if v.strip()]
+        value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated numbers, got {text!r}"
-        ) from None
-    if not values or any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive numbers, got {text!r}")
-    return values
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (value > 0 or (zero and value == 0)) or math.isinf(value):
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _positive(text: str) -> float:
+    return _number(text)
+
+
+def _non_negative(text: str) -> float:
+    return _number(text, zero=True)
+
+
+def _positive_int(text: str) -> int:
+    value = _number(text)
+    if value != int(value):
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}")
+    return int(value)
+
+
+def _numbers(text: str) -> list[float]:
+    """``"1,4,16"`` -> ``[1.0, 4.0, 16.0]`` (positive numbers)."""
+    return [_positive(v) for v in text.split(",")]
+
+
+def _counts(text: str) -> list[int]:
+    """``"1,4,16"`` -> ``[1, 4, 16]`` (positive whole numbers)."""
+    return [_positive_int(v) for v in text.split(",")]
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -84,8 +108,8 @@ def _common(p: argparse.ArgumentParser, concurrency: str) -> None:
     p.add_argument("--model", required=True, help="the `model` field sent in every request")
     p.add_argument(
         "--concurrency",
-        type=_numbers,
-        default=_numbers(concurrency),
+        type=_counts,
+        default=_counts(concurrency),
         help=f"closed-loop levels, comma-separated (default {concurrency})",
     )
     p.add_argument(
@@ -94,21 +118,21 @@ def _common(p: argparse.ArgumentParser, concurrency: str) -> None:
         default=None,
         help="open-loop Poisson arrival rates in requests/s (replaces --concurrency)",
     )
-    p.add_argument("--duration", type=float, default=10.0, help="measured seconds per level")
-    p.add_argument("--warmup", type=float, default=2.0, help="unmeasured seconds per level")
+    p.add_argument("--duration", type=_positive, default=10.0, help="measured seconds per level")
+    p.add_argument("--warmup", type=_non_negative, default=2.0, help="unmeasured seconds per level")
     p.add_argument(
         "--requests",
-        type=int,
+        type=_positive_int,
         default=None,
         help="closed loop: stop after this many measured requests per level",
     )
     p.add_argument(
         "--max-outstanding",
-        type=int,
+        type=_positive_int,
         default=256,
         help="open loop: cap on requests in flight; arrivals over it are dropped",
     )
-    p.add_argument("--timeout", type=float, default=30.0, help="per-request timeout, seconds")
+    p.add_argument("--timeout", type=_positive, default=30.0, help="per-request timeout, seconds")
     p.add_argument("--seed", type=int, default=0, help="seed for inputs and arrivals")
     p.add_argument("--api-key", default=None, help="sent as 'Authorization: Bearer KEY'")
     p.add_argument(
@@ -243,7 +267,7 @@ async def _sweep(
             run = await run_closed(
                 target,
                 workload,
-                int(level),
+                level,
                 duration=args.duration,
                 warmup=args.warmup,
                 requests=args.requests,

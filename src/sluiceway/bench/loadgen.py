@@ -179,6 +179,8 @@ async def run_closed(
         raise InvalidRequest(f"concurrency must be >= 1, not {concurrency}")
     if requests is None and duration <= 0:
         raise InvalidRequest("give a positive duration or a request count")
+    if (requests is not None and requests < 1) or warmup < 0:
+        raise InvalidRequest("requests must be >= 1 and warmup >= 0")
     live = LiveStats(label=f"c={concurrency}", warmup=warmup)
     counter = itertools.count()
     measured_count = itertools.count()
@@ -240,8 +242,8 @@ async def run_open(
     progress: TextIO | None = None,
 ) -> RunResult:
     """Poisson arrivals at ``rate``/s for ``warmup + duration`` s; see the module docstring."""
-    if rate <= 0 or duration <= 0:
-        raise InvalidRequest("rate and duration must be positive")
+    if rate <= 0 or duration <= 0 or warmup < 0:
+        raise InvalidRequest("rate and duration must be positive, warmup >= 0")
     if max_outstanding < 1:
         raise InvalidRequest(f"max_outstanding must be >= 1, not {max_outstanding}")
     live = LiveStats(label=f"{rate:g}/s", warmup=warmup)
