@@ -45,12 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="listen port (default 8000)")
     serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     serve.set_defaults(func=_serve)
-    try:
-        from sluiceway.bench.cli import register
-    except ImportError:
-        pass
-    else:
-        register(sub)
+    from sluiceway.bench.cli import register as register_bench
+    from sluiceway.bench.simulated import register as register_simulate
+
+    register_bench(sub)
+    register_simulate(sub)
     return parser
 
 
