@@ -3,7 +3,7 @@
 Routes:
     POST /v1/embeddings        200, one vector per input text
     POST /flaky                503 for every third request, else 200
-    POST /slow                 sleeps 5 s (for client timeouts and open-loop drops)
+    POST /slow?s=5             sleeps s seconds (client timeouts, open-loop drops)
     POST /v1/chat/completions  non-stream JSON, or SSE of 5 data chunks then [DONE]
     POST /stream-error         SSE: one chunk, then an error event
 """
@@ -29,6 +29,8 @@ def anyio_backend() -> str:
 class BenchServer:
     url: str
     hits: dict[str, int] = field(default_factory=dict)
+    active: int = 0  # requests inside /slow now
+    max_active: int = 0
 
 
 def _sse(chunk: bytes) -> bytes:
@@ -58,7 +60,12 @@ def make_app(server: BenchServer) -> web.Application:
 
     async def slow(request: web.Request) -> web.Response:
         count(request)
-        await asyncio.sleep(5)
+        server.active += 1
+        server.max_active = max(server.max_active, server.active)
+        try:
+            await asyncio.sleep(float(request.query.get("s", "5")))
+        finally:
+            server.active -= 1
         return web.json_response({"ok": True})
 
     async def chat(request: web.Request) -> web.StreamResponse:

@@ -69,12 +69,17 @@ async def showing_progress(
         yield
         return
     redraw = out.isatty()
+    error: BaseException | None = None
     async with asyncio.TaskGroup() as tg:
         ticker = tg.create_task(_tick(stats, out, interval, redraw))
         try:
             yield
+        except BaseException as exc:  # re-raised below as is, not wrapped in an ExceptionGroup
+            error = exc
         finally:
             ticker.cancel()
     if redraw:
         out.write("\r\x1b[K")
         out.flush()
+    if error is not None:
+        raise error
