@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from sluiceway.api.admin import admin_routes
 from sluiceway.api.context import ApiContext
 from sluiceway.api.server import create_web_app
 from sluiceway.clock import Clock, SystemClock
@@ -27,6 +28,7 @@ from sluiceway.observability.metrics import Metrics
 from sluiceway.providers.base import Service, ServiceContext
 from sluiceway.providers.factory import build_registry
 from sluiceway.providers.registry import Registry
+from sluiceway.upstream.reload import ConfigWatcher
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +51,7 @@ class Gateway:
         registry = registry or build_registry(settings.models, self.service_ctx)
         self.api = ApiContext(self.metrics, self.clock, settings.server, registry)
         self.url = ""
+        self.watcher: ConfigWatcher | None = None
 
     @property
     def registry(self) -> Registry:
@@ -64,6 +67,12 @@ class Gateway:
             services = list(self.registry.services)
             await asyncio.gather(*(s.start() for s in services))
             loops = [tg.create_task(s.run(), name=f"service-{s.names[0]}") for s in services]
+            if self.settings.source and server.watch_config:
+                # Hot reload of upstream pools (sluiceway.upstream.reload).
+                self.watcher = ConfigWatcher(
+                    self.settings.source, lambda: self.registry, self.metrics
+                )
+                loops.append(tg.create_task(self.watcher.run(), name="config-watcher"))
             runner = web.AppRunner(
                 create_web_app(self.api, self._extra_routes()),
                 handle_signals=False,
@@ -91,7 +100,8 @@ class Gateway:
                 await self._shutdown(runner, services, loops)
 
     def _extra_routes(self) -> Callable[[web.Application], None] | None:
-        return None
+        admin = admin_routes(self.api)  # None unless server.admin_key is set
+        return admin.install if admin is not None else None
 
     async def _shutdown(
         self,

@@ -70,11 +70,14 @@ async def test_connection_refused_fails_over_before_first_byte() -> None:
 async def test_no_backend_available_is_503() -> None:
     dead = f"http://127.0.0.1:{free_port()}"
     gw = Gateway(settings((pool(dead, health=HealthSettings(enabled=False)),)))
-    async with running_gateway(gw), aiohttp.ClientSession() as s:
-        async with s.post(gw.url + "/v1/chat/completions", json={"model": "llm"}) as r:
-            assert r.status == 503
-            body = await r.json()
-            assert "llm" in body["error"]["message"]
+    async with (
+        running_gateway(gw),
+        aiohttp.ClientSession() as s,
+        s.post(gw.url + "/v1/chat/completions", json={"model": "llm"}) as r,
+    ):
+        assert r.status == 503
+        body = await r.json()
+        assert "llm" in body["error"]["message"]
 
 
 async def test_backend_dies_mid_stream_client_gets_error_event() -> None:

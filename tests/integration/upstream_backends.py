@@ -32,6 +32,8 @@ class FakeBackend:
     die_after: int | None = None
     chunks: int = 3
     chunk_delay: float = 0.0
+    hold_after_first: asyncio.Event | None = None
+    written: int = 0
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[CIMultiDict[str]] = field(default_factory=list)
     in_flight: int = 0
@@ -62,6 +64,8 @@ class FakeBackend:
                 )
             if self.hold is not None:
                 await self.hold.wait()
+            if body.get("flood"):
+                return await self._flood(request, int(body["flood"]))
             if body.get("stream"):
                 return await self._stream(request, body)
             return web.json_response(self._completion(request.path, body))
@@ -126,9 +130,22 @@ class FakeBackend:
                 ],
             }
             await response.write(b"data: " + msgspec.json.encode(chunk) + b"\n\n")
+            if i == 0 and self.hold_after_first is not None:
+                await self.hold_after_first.wait()
             if self.chunk_delay:
                 await asyncio.sleep(self.chunk_delay)
         await response.write(b"data: [DONE]\n\n")
+        self.completed += 1
+        return response
+
+    async def _flood(self, request: web.Request, chunks: int) -> web.StreamResponse:
+        """``chunks`` SSE events of 64 KiB, written as fast as the reader allows."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        event = b"data: " + b"x" * (65536 - 8) + b"\n\n"
+        for _ in range(chunks):
+            await response.write(event)
+            self.written += len(event)
         self.completed += 1
         return response
 
@@ -171,3 +188,31 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def pool_settings(*backends: FakeBackend | str, **kw: Any) -> Any:
+    """An ``UpstreamModelSettings`` named ``llm`` over ``backends`` with fast health probes."""
+    from sluiceway.config.upstream import BackendSettings, HealthSettings, UpstreamModelSettings
+
+    urls = [b if isinstance(b, str) else b.url for b in backends]
+    kw.setdefault("health", HealthSettings(interval_s=0.1, timeout_s=0.5))
+    return UpstreamModelSettings(id="llm", backends=tuple(BackendSettings(u) for u in urls), **kw)
+
+
+def gateway_backends(gw: Any, model: str = "llm") -> list[dict[str, Any]]:
+    """The gateway's view of the pool's backends (admin statistics)."""
+    upstream = gw.registry.upstream(model)
+    assert upstream is not None
+    return list(upstream.statistics()["backends"])
+
+
+async def until(predicate: Any, within: float = 8.0) -> None:
+    """Wait until ``predicate()`` is true (behaviour, not speed: generous limit)."""
+    async with asyncio.timeout(within):
+        while not predicate():  # noqa: ASYNC110 - polling state owned by other objects
+            await asyncio.sleep(0.02)
+
+
+async def settled(gw: Any, model: str = "llm") -> None:
+    """Every backend's in-flight count is back to zero."""
+    await until(lambda: all(b["in_flight"] == 0 for b in gateway_backends(gw, model)))
