@@ -90,7 +90,13 @@ def test_bad_arguments_exit_2(argv: list[str]) -> None:
 
 
 def test_invalid_workload_returns_2() -> None:
-    assert cli.main(["embeddings", "--model", "m", "--texts-per-request", "0"]) == 2
+    assert cli.main(["chat", "--model", "m", "--prompt-tokens", "1"]) == 2
+
+
+def test_unwritable_output_returns_2_before_running(tmp_path: Path) -> None:
+    # the URL is never contacted: the bad path is refused first
+    missing = str(tmp_path / "no" / "out.json")
+    assert cli.main(["embeddings", "--model", "m", "--json", missing]) == 2
 
 
 def test_unreachable_url_returns_1(closed_port: int, capsys: pytest.CaptureFixture[str]) -> None:

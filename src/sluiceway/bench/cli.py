@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime
+import importlib.util
 import math
 import platform
 import sys
@@ -174,7 +175,7 @@ def register(subparsers: argparse._SubParsersAction[Any]) -> None:
         default="short",
         help="short (15 tokens/text), long (130), mixed (8..250)",
     )
-    emb.add_argument("--texts-per-request", type=int, default=1)
+    emb.add_argument("--texts-per-request", type=_positive_int, default=1, help="default 1")
     emb.add_argument("--encoding-format", choices=("float", "base64"), default=None)
     emb.set_defaults(func=run_command)
     for name, path in (("chat", "/v1/chat/completions"), ("completions", "/v1/completions")):
@@ -294,9 +295,19 @@ def _write_outputs(args: argparse.Namespace, doc: dict[str, Any]) -> None:
         plot_results([doc], args.plot_path, title=doc["workload"]["name"])
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Refuse before the run, not after it, when the results could not be written."""
+    for path in (args.json_path, args.plot_path):
+        if path and not Path(path).resolve().parent.is_dir():
+            raise InvalidRequest(f"no such directory for {path}")
+    if args.plot_path and importlib.util.find_spec("matplotlib") is None:
+        raise InvalidRequest("--plot needs matplotlib: pip install 'sluiceway[bench]'")
+
+
 def run_command(args: argparse.Namespace) -> int:
     """Run one bench sweep; the ``func`` of the embeddings/chat/completions sub-commands."""
     try:
+        _check_outputs(args)
         workload = build_workload(args)
     except InvalidRequest as exc:
         print(f"sluiceway bench: {exc.message}", file=sys.stderr)
