@@ -57,3 +57,14 @@ def test_selection_prefers_shorter_side_when_longer_does_not_fit() -> None:
 
 def test_oversized_single_input_is_still_cut_alone() -> None:
     assert select([500], [0.0], BatchLimits(8, 100, 0.0)) == [0]
+
+
+def test_padding_waste_cap_splits_very_different_lengths() -> None:
+    lengths = [10, 11, 12, 100, 105, 110]
+    limits = BatchLimits(8, 10_000, 0.0, max_padding_waste=0.3)
+    first = select(lengths, [0, 1, 2, 3, 4, 5], limits)
+    assert sorted(first) == [0, 1, 2]
+    rest = select([100, 105, 110], [3, 4, 5], limits)
+    assert sorted(rest) == [0, 1, 2]
+    # Without the cap everything pads together.
+    assert len(select(lengths, [0, 1, 2, 3, 4, 5], BatchLimits(8, 10_000, 0.0))) == 6

@@ -12,8 +12,9 @@ Rules, in order:
 
 Selection is length-aware: inputs are ordered by length and the batch is the contiguous run
 around the oldest input (so nothing starves) that grows towards the neighbour closest in
-length while ``longest x count <= max_batch_tokens`` and ``count <= max_batch_size``. Similar
-lengths together waste less padding.
+length while ``longest x count <= max_batch_tokens``, ``count <= max_batch_size`` and the
+share of padding in the batch stays under ``max_padding_waste``. Similar lengths together
+waste less compute on padding; the inputs left out form the next batch right away.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ class BatchLimits:
     max_batch_size: int
     max_batch_tokens: int
     max_wait_s: float
+    #: Most padding allowed in a batch, as a share of its padded tokens (1.0 = no limit).
+    max_padding_waste: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +81,14 @@ def select(lengths: Sequence[int], arrived: Sequence[float], limits: BatchLimits
     lo = hi = pos  # inclusive window in `order`
     longest = lengths[anchor_idx]
     anchor_len = longest
+    real = longest  # sum of the window's lengths
+
+    def fits(new_longest: int, count: int, new_real: int) -> bool:
+        padded = new_longest * count
+        if padded > limits.max_batch_tokens:
+            return False
+        return padded - new_real <= limits.max_padding_waste * padded
+
     while hi - lo + 1 < limits.max_batch_size:
         can_lo = lo > 0
         can_hi = hi < len(order) - 1
@@ -90,15 +101,16 @@ def select(lengths: Sequence[int], arrived: Sequence[float], limits: BatchLimits
             take_hi = can_hi
         cand = order[hi + 1] if take_hi else order[lo - 1]
         new_longest = max(longest, lengths[cand])
-        if new_longest * (hi - lo + 2) > limits.max_batch_tokens:
+        if not fits(new_longest, hi - lo + 2, real + lengths[cand]):
             if take_hi and can_lo:
                 # The longer side does not fit; shorter inputs still might.
                 cand = order[lo - 1]
                 new_longest = max(longest, lengths[cand])
-                if new_longest * (hi - lo + 2) > limits.max_batch_tokens:
+                if not fits(new_longest, hi - lo + 2, real + lengths[cand]):
                     break
                 lo -= 1
                 longest = new_longest
+                real += lengths[cand]
                 continue
             break
         if take_hi:
@@ -106,4 +118,5 @@ def select(lengths: Sequence[int], arrived: Sequence[float], limits: BatchLimits
         else:
             lo -= 1
         longest = new_longest
+        real += lengths[cand]
     return [order[i] for i in range(lo, hi + 1)]

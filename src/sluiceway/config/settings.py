@@ -52,6 +52,9 @@ class BatchingSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     max_batch_tokens: int = 8192
     #: How long the first waiting input holds the batch open for company.
     max_wait_ms: float = 2.0
+    #: Most padding in a batch, as a share of its padded tokens; longer and shorter inputs
+    #: beyond it go to the next batch (1.0 = pad anything together).
+    max_padding_waste: float = 0.3
     #: Admission bound: inputs waiting (tokenizing or queued). Beyond it: 429.
     max_queue_items: int = 2048
     #: Admission bound: tokens waiting. Beyond it: 429.

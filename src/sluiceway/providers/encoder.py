@@ -125,7 +125,9 @@ class EncoderService:
         coalescer = self._coalescer
         self._scheduler = BatchScheduler(
             engine,
-            BatchLimits(b.max_batch_size, b.max_batch_tokens, b.max_wait_ms / 1000.0),
+            BatchLimits(
+                b.max_batch_size, b.max_batch_tokens, b.max_wait_ms / 1000.0, b.max_padding_waste
+            ),
             clock=self._ctx.clock,
             max_length=tokenizer.max_length,
             name=mid,
