@@ -91,6 +91,9 @@ class EncoderModelSettings(
     output: str | None = None
     #: ONNX Runtime intra-op threads for this model (0 = one per core).
     intra_op_threads: int = 0
+    #: Let ONNX Runtime's worker threads spin between parallel sections (lower latency when the
+    #: cores are otherwise idle; burns CPU the event loop and tokenizer may need).
+    allow_spinning: bool = True
     batching: BatchingSettings = BatchingSettings()
 
 

@@ -25,12 +25,16 @@ class OnnxEncoder:
         pooling: Literal["mean", "cls"],
         intra_op_threads: int = 0,
         output: str | None = None,
+        allow_spinning: bool = True,
     ) -> None:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = intra_op_threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.add_session_config_entry(
+            "session.intra_op.allow_spinning", "1" if allow_spinning else "0"
+        )
         self._session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         names = {i.name for i in self._session.get_inputs()}
         missing = {"input_ids", "attention_mask"} - names

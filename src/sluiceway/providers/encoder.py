@@ -55,6 +55,7 @@ def load_onnx(settings: EncoderModelSettings) -> tuple[TextTokenizer, EncoderEng
         pooling=files.pooling,
         intra_op_threads=settings.intra_op_threads,
         output=files.output,
+        allow_spinning=settings.allow_spinning,
     )
     # Warm up: the first runs allocate arenas and pick kernels; do it before /ready says yes.
     for n, text in ((1, "warm up"), (8, "warm up " * 20)):
