@@ -36,8 +36,9 @@ def test_multimodal_content_parts_are_hashed() -> None:
     assert k == routing_key("chat/completions", chat(("user", parts), ("assistant", "ok")), None)
 
 
-def test_no_user_message_or_bad_json_means_no_key() -> None:
-    assert routing_key("chat/completions", chat(("system", "x")), None) is None
+def test_no_messages_or_bad_json_means_no_key() -> None:
+    assert routing_key("chat/completions", chat(), None) is None
+    assert routing_key("chat/completions", chat(("system", "x")), None) is not None
     assert routing_key("chat/completions", b"{not json", None) is None
     assert routing_key("chat/completions", b'{"messages": 3}', None) is None
     assert routing_key("embeddings", b'{"input": "x"}', None) is None
@@ -60,3 +61,26 @@ def test_session_header_overrides() -> None:
     b = routing_key("embeddings", b"{}", "sess-1")
     assert a == b
     assert a != routing_key("chat/completions", chat(("user", "x")), None)
+
+
+def test_first_turns_sharing_a_long_system_prompt_share_a_key() -> None:
+    long_system = "You are a careful assistant. " * 60  # > prefix_chars
+    a = routing_key("chat/completions", chat(("system", long_system), ("user", "q1")), None, 1024)
+    b = routing_key("chat/completions", chat(("system", long_system), ("user", "q2")), None, 1024)
+    assert a == b
+    # ...but from the second turn on, each conversation has its own key again
+    t2a = chat(("system", long_system), ("user", "q1"), ("assistant", "r"), ("user", "more"))
+    t2b = chat(("system", long_system), ("user", "q2"), ("assistant", "r"), ("user", "more"))
+    t3a = chat(
+        ("system", long_system), ("user", "q1"), ("assistant", "r"), ("user", "more"),
+        ("assistant", "r2"), ("user", "again"),
+    )  # fmt: skip
+    ka, kb = (routing_key("chat/completions", t, None, 1024) for t in (t2a, t2b))
+    assert ka != kb
+    assert routing_key("chat/completions", t3a, None, 1024) == ka
+
+
+def test_short_system_prompts_key_the_conversation_from_the_first_turn() -> None:
+    a = routing_key("chat/completions", chat(("system", "brief"), ("user", "q1")), None, 1024)
+    b = routing_key("chat/completions", chat(("system", "brief"), ("user", "q2")), None, 1024)
+    assert a != b

@@ -1,7 +1,8 @@
 """The routing key of a request: which prompt prefix it shares with other requests.
 
 - chat: the system message(s) plus the first user message, so every turn of one conversation
-  maps to the same key (later turns only append messages);
+  maps to the same key (later turns only append messages) — except that a first turn with a
+  long system prompt is keyed by that prompt's prefix (see :func:`chat_key`);
 - completions: the first ``prefix_chars`` characters (or tokens) of the prompt;
 - a session header, when present, overrides both;
 - anything else: no key (no affinity).
@@ -38,20 +39,40 @@ _completion = msgspec.json.Decoder(_Completion)
 _SEP = b"\x1e"
 
 
-def chat_key(body: bytes) -> int | None:
-    """System messages + the first user message; None if there is no user message."""
+def chat_key(body: bytes, prefix_chars: int = 1024) -> int | None:
+    """The conversation (system messages + first user message), or, for a first turn whose
+    system messages reach ``prefix_chars``, that shared preamble alone.
+
+    A stateless router cannot tell a one-shot request from the first turn of a conversation.
+    When the system prompt is long it dominates prefill, so first turns are grouped by its
+    first ``prefix_chars`` characters (every request sharing it lands together, and a hot one
+    spills under the load bound). From the second turn on — and always when the system prompt
+    is short — the key is the whole conversation opening, so every later turn of a
+    conversation lands on one backend whatever its system prompt.
+    """
     try:
         messages = _chat.decode(body).messages
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    parts: list[bytes] = []
+    system: list[bytes] = []
+    first_user: bytes | None = None
+    later_turn = False
     for m in messages:
-        if m.role in ("system", "developer"):
-            parts.append(bytes(m.content))
-        elif m.role == "user":
-            parts.append(bytes(m.content))
-            return _hash(_SEP.join(parts))
-    return None
+        role = m.role
+        if first_user is None:
+            if role == "user":
+                first_user = bytes(m.content)
+            elif role in ("system", "developer"):
+                system.append(bytes(m.content))
+        elif role in ("user", "assistant", "tool", "function"):
+            later_turn = True
+            break
+    preamble = _SEP.join(system)
+    if first_user is None:
+        return _hash(preamble[:prefix_chars]) if preamble else None
+    if not later_turn and len(preamble) >= prefix_chars:
+        return _hash(preamble[:prefix_chars])
+    return _hash(preamble + _SEP + first_user)
 
 
 def completion_key(body: bytes, prefix_chars: int) -> int | None:
@@ -86,7 +107,7 @@ def routing_key(
     if session:
         return session_key(session)
     if tail == "chat/completions":
-        return chat_key(body)
+        return chat_key(body, prefix_chars)
     if tail == "completions":
         return completion_key(body, prefix_chars)
     return None
