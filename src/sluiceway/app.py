@@ -5,8 +5,9 @@
     build services ─► start (load + warm up) ─► listen ─► ready ── SIGTERM ──► shutdown
     shutdown: 1. stop admitting (ready → 503, new /v1 requests → 503)
               2. drain: admitted work finishes (bounded by shutdown_grace_s)
-              3. stop listening and close client connections
-              4. close services (fail anything left), cancel background loops
+              3. close services: anything left fails with 503 (every request is answered)
+              4. stop listening and close client connections
+              5. cancel background loops
 """
 
 from __future__ import annotations
@@ -63,9 +64,15 @@ class Gateway:
     ) -> AsyncIterator[Gateway]:
         """Start everything, yield while serving, and shut down in order on exit."""
         server = self.settings.server
-        async with asyncio.TaskGroup() as tg:
-            services = list(self.registry.services)
+        services = list(self.registry.services)
+        try:
             await asyncio.gather(*(s.start() for s in services))
+        except BaseException:
+            # A model that cannot load stops the start with its own error (not a group).
+            for s in services:
+                await s.close()
+            raise
+        async with asyncio.TaskGroup() as tg:
             loops = [tg.create_task(s.run(), name=f"service-{s.names[0]}") for s in services]
             if self.settings.source and server.watch_config:
                 # Hot reload of upstream pools (sluiceway.upstream.reload).
@@ -120,11 +127,13 @@ class Gateway:
                 await self.api.wait_idle()
         except TimeoutError:
             log.warning("shutdown: work still in flight after %.1fs; cancelling it", grace)
-        # 3. Stop listening; close client connections.
-        await runner.cleanup()
-        # 4. Close services (fails whatever is left) and stop their loops.
+        # 3. Close services: whatever is left fails with a 503 its handler can still send.
         for s in services:
             await s.close()
+        # 4. Stop listening; give handlers up to the runner's shutdown_timeout to answer, then
+        #    close client connections.
+        await runner.cleanup()
+        # 5. Stop the background loops.
         for task in loops:
             task.cancel()
 

@@ -191,3 +191,30 @@ async def test_shutdown_refuses_new_work_and_drains_admitted_work() -> None:
         status, body, _ = await held
         assert status == 200 and len(body["data"]) == 1  # type: ignore[arg-type]
     await server
+
+
+@pytest.mark.anyio
+async def test_work_still_running_when_the_grace_period_ends_gets_a_503() -> None:
+    gate = threading.Event()
+    engine = FakeEncoder(gate=gate)
+    gw = fake_encoder_gateway(engine, shutdown_grace_s=0.3)
+    stop = asyncio.Event()
+    started = asyncio.Event()
+
+    async def serve() -> None:
+        async with running_gateway(gw):
+            started.set()
+            await stop.wait()
+
+    server = asyncio.ensure_future(serve())
+    await started.wait()
+    try:
+        async with aiohttp.ClientSession() as s:
+            held = asyncio.ensure_future(_post(s, gw.url, {"model": MODEL, "input": "stuck"}))
+            await eventually(lambda: engine.threads)
+            stop.set()
+            status, err, _ = await held
+            assert status == 503 and "shut down" in err["error"]["message"]  # type: ignore[index]
+        await server
+    finally:
+        gate.set()

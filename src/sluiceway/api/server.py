@@ -124,6 +124,9 @@ def edge_middleware(
     async def edge(request: web.Request, handler: Handler) -> web.StreamResponse:
         start = time.perf_counter()
         ctx.request_started()
+        endpoint = _endpoint_label(request)
+        gauge = m.in_flight.labels(endpoint)
+        gauge.inc()
         status = 500
         try:
             response = await handler(request)
@@ -147,7 +150,7 @@ def edge_middleware(
             return error_response(SluicewayError("internal error; see the server log"))
         finally:
             ctx.request_done()
-            endpoint = _endpoint_label(request)
+            gauge.dec()
             model = request.get(MODEL, "-")
             m.requests.labels(model, endpoint, str(status)).inc()
             if endpoint.startswith("/v1/") and status < 400:

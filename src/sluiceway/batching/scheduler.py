@@ -85,6 +85,7 @@ class BatchScheduler:
         self._ready: asyncio.Queue[list[WorkItem]] = asyncio.Queue(maxsize=1)
         self._wake = asyncio.Event()
         self._engine_busy = False
+        self._running: list[WorkItem] = []
         self._closed = False
         self._batches = 0
         self._items_run = 0
@@ -116,10 +117,12 @@ class BatchScheduler:
     def close(self) -> None:
         """Fail everything still waiting and stop the loops; the engine thread is released."""
         self._closed = True
-        self._fail_all(self._pending, Unavailable(f"model {self._name!r} shut down"))
+        gone = Unavailable(f"model {self._name!r} shut down before this request was served")
+        self._fail_all(self._pending, gone)
         self._pending = []
         while not self._ready.empty():
-            self._fail_all(self._ready.get_nowait(), Unavailable(f"model {self._name!r} shut down"))
+            self._fail_all(self._ready.get_nowait(), gone)
+        self._fail_all(self._running, gone)  # the engine thread's result will be dropped
         self._wake.set()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
@@ -178,6 +181,7 @@ class BatchScheduler:
             for it in batch:
                 self._on_wait(now - it.arrived)
             self._engine_busy = True
+            self._running = batch
             try:
                 vectors, seconds = await loop.run_in_executor(self._executor, self._execute, batch)
             except Exception as e:  # the engine failed this batch: fail exactly its jobs
@@ -188,6 +192,7 @@ class BatchScheduler:
                 self._on_batch(len(batch), max(it.length for it in batch) * len(batch), seconds)
             finally:
                 self._engine_busy = False
+                self._running = []
                 self._wake.set()
 
     def _execute(self, batch: list[WorkItem]) -> tuple[Float32Array, float]:
