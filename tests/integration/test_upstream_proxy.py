@@ -7,7 +7,7 @@ import asyncio
 import aiohttp
 import openai
 import pytest
-from upstream_backends import FakeBackend, fake_backends, free_port
+from upstream_backends import FakeBackend, fake_backends, free_port, gateway_backends, settled
 
 from sluiceway.app import Gateway
 from sluiceway.config.upstream import BackendSettings, HealthSettings, UpstreamModelSettings
@@ -94,3 +94,22 @@ async def test_backend_dies_mid_stream_client_gets_error_event() -> None:
                     async for ch in stream:
                         got.append(ch.choices[0].delta.content)
             assert got == ["a:0 "]
+
+
+async def test_timeouts_release_the_backend_on_every_path() -> None:
+    async with fake_backends("a") as bs:
+        a = bs[0]
+        a.hold = asyncio.Event()  # no headers within read_timeout_s
+        gw = Gateway(settings((pool(a, read_timeout_s=0.3, max_attempts=1),)))
+        async with running_gateway(gw), aiohttp.ClientSession() as s:
+            body = {"model": "llm", "messages": [{"role": "user", "content": "x"}]}
+            async with s.post(gw.url + "/v1/chat/completions", json=body) as r:
+                assert r.status == 503
+                assert "timeout" in (await r.json())["error"]["message"]
+            a.hold = None
+            a.hold_after_first = asyncio.Event()  # silent after the first chunk
+            async with s.post(gw.url + "/v1/chat/completions", json={**body, "stream": True}) as r:
+                text = await asyncio.wait_for(r.text(), 10)
+            assert text.startswith("data: ") and '"error"' in text.splitlines()[-2]
+            await settled(gw)
+            assert gateway_backends(gw)[0]["failures"] == 2

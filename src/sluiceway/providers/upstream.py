@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import aiohttp
@@ -109,10 +109,9 @@ class UpstreamService:
 
     # --- Upstream --------------------------------------------------------------------------
 
-    @contextlib.asynccontextmanager
-    async def exchange(
+    def exchange(
         self, tail: str, path: str, body: bytes, model: str, headers: Mapping[str, str]
-    ) -> AsyncIterator[Exchange]:
+    ) -> contextlib.AbstractAsyncContextManager[Exchange]:
         forwarder = self._forwarder
         if forwarder is None:
             raise RuntimeError("start() first")
@@ -122,8 +121,7 @@ class UpstreamService:
             key = routing_key(tail, body, headers.get(s.session_header), s.prefix_chars)
         if s.upstream_model and s.upstream_model != model:
             body = _with_model(body, s.upstream_model)
-        async with forwarder.exchange(path, body, headers, key) as ex:
-            yield ex
+        return forwarder.exchange(path, body, headers, key)
 
     def prepare(self, settings: UpstreamModelSettings) -> PoolSnapshot:
         if (settings.id, *settings.aliases) != self._names:

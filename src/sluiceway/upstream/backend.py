@@ -82,6 +82,7 @@ class Backend:
     def release(self, now: float, verdict: Verdict) -> None:
         self.in_flight -= 1
         self._m_in_flight.dec()
+        before = self.breaker.state(now)
         if verdict == "success":
             self.breaker.on_success(now)
         elif verdict == "failure":
@@ -89,7 +90,8 @@ class Backend:
             self.breaker.on_failure(now)
         else:
             self.breaker.on_abandon(now)
-        self.refresh(now)
+        if self.breaker.state(now) is not before:
+            self.refresh(now)
 
     # --- active health ---------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
 import aiohttp
+from prometheus_client import Counter, Histogram
 
 from sluiceway.clock import Clock
 from sluiceway.config.upstream import UpstreamModelSettings
@@ -109,9 +110,30 @@ class Forwarder:
             )
         }  # fmt: skip
         self._m_retries = metrics.retries.labels
-        self._m_upstream = metrics.upstream_requests.labels
-        self._m_ttft = metrics.ttft.labels
-        self._m_duration = metrics.upstream_duration.labels
+        # Label children cached per (backend, status): .labels() is costly on the hot path.
+        self._m_upstream_cache: dict[tuple[str, str], Counter] = {}
+        self._m_ttft_cache: dict[str, Histogram] = {}
+        self._m_duration_cache: dict[str, Histogram] = {}
+
+    def _m_upstream(self, backend: str, status: str) -> Counter:
+        child = self._m_upstream_cache.get((backend, status))
+        if child is None:
+            child = self.metrics.upstream_requests.labels(self.pool.model, backend, status)
+            self._m_upstream_cache[(backend, status)] = child
+        return child
+
+    def _m_ttft(self, backend: str) -> Histogram:
+        child = self._m_ttft_cache.get(backend)
+        if child is None:
+            child = self._m_ttft_cache[backend] = self.metrics.ttft.labels(self.pool.model, backend)
+        return child
+
+    def _m_duration(self, backend: str) -> Histogram:
+        child = self._m_duration_cache.get(backend)
+        if child is None:
+            child = self.metrics.upstream_duration.labels(self.pool.model, backend)
+            self._m_duration_cache[backend] = child
+        return child
 
     @contextlib.asynccontextmanager
     async def exchange(
@@ -140,11 +162,9 @@ class Forwarder:
         backend = ex.backend
         backend.release(self.clock.now(), verdict)
         if ex.first_byte:
-            self._m_ttft(self.pool.model, backend.name).observe(ex.first_byte - ex.started)
+            self._m_ttft(backend.name).observe(ex.first_byte - ex.started)
         if verdict == "success":
-            self._m_duration(self.pool.model, backend.name).observe(
-                time.perf_counter() - ex.started
-            )
+            self._m_duration(backend.name).observe(time.perf_counter() - ex.started)
 
     async def _connect(
         self,
@@ -210,20 +230,19 @@ class Forwarder:
         self, backend: Backend, path: str, body: bytes, headers: Mapping[str, str]
     ) -> tuple[aiohttp.ClientResponse | None, Verdict, str]:
         """One attempt: the response (headers read) or None, the breaker verdict, a reason."""
-        model = self.pool.model
         sent = time.perf_counter()
         try:
             response = await self.session.post(backend.url + path, data=body, headers=headers)
         except aiohttp.ServerDisconnectedError:
             # Often a stale keep-alive connection the backend closed: not its fault.
-            self._m_upstream(model, backend.name, "disconnected").inc()
+            self._m_upstream(backend.name, "disconnected").inc()
             return None, "abandoned", "disconnected"
         except (aiohttp.ClientError, TimeoutError) as e:
             reason = "timeout" if isinstance(e, TimeoutError) else "connect"
-            self._m_upstream(model, backend.name, reason).inc()
+            self._m_upstream(backend.name, reason).inc()
             return None, "failure", reason
         status = response.status
-        self._m_upstream(model, backend.name, str(status)).inc()
+        self._m_upstream(backend.name, str(status)).inc()
         slow = time.perf_counter() - sent > backend.breaker.settings.slow_s
         return response, "failure" if status >= 500 or slow else "success", str(status)
 
