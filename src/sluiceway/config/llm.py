@@ -10,7 +10,13 @@ import msgspec
 class LlamaModelSettings(
     msgspec.Struct, frozen=True, forbid_unknown_fields=True, tag_field="engine", tag="llama"
 ):
-    """A GGUF model run in-process by llama-cpp-python (completions and chat)."""
+    """A GGUF model run in-process by llama-cpp-python (completions and chat).
+
+    All slots live in one llama.cpp context (one sequence each, one shared KV buffer per
+    sequence) decoded by one dedicated thread: each step decodes one token of every active
+    slot in a single batch (continuous batching), so concurrent requests share each pass over
+    the weights. A slot keeps its KV cache between requests for prefix reuse.
+    """
 
     id: str
     #: Path of the .gguf file, or ``pkg:<package>/<file>``.
@@ -20,14 +26,26 @@ class LlamaModelSettings(
     n_ctx: int = 2048
     #: Threads llama.cpp uses per decode step.
     n_threads: int = 2
-    #: Contexts sharing the memory-mapped weights; each keeps its KV cache between requests.
-    slots: int = 2
+    #: Concurrent sequences; each keeps its KV cache between requests.
+    slots: int = 4
+    #: Most prompt tokens decoded in one step (long prompts are split; generation of the
+    #: other slots continues between the chunks).
+    n_batch: int = 256
     #: Jinja chat template; None = the one stored in the GGUF metadata.
     chat_template: str | None = None
     #: Admission bound: requests waiting for a slot. Beyond it: 429.
     max_queue: int = 64
-    #: Default max_tokens when a request gives none.
+    #: Default max_tokens when a request gives none (capped by what the context has left).
     default_max_tokens: int = 256
+    #: Tokens a stream may run ahead of its client before its slot pauses (backpressure).
+    stream_window: int = 16
+
+    def __post_init__(self) -> None:
+        for name in ("n_ctx", "n_threads", "slots", "n_batch", "max_queue", "stream_window"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"model {self.id!r}: {name} must be at least 1")
+        if self.default_max_tokens < 1:
+            raise ValueError(f"model {self.id!r}: default_max_tokens must be at least 1")
 
     @staticmethod
     def defaults() -> list[LlamaModelSettings]:
