@@ -71,7 +71,14 @@ class Selector:
         exclude: Collection[int] = (),
     ) -> Choice | None:
         """The chosen index, or None when no target is eligible."""
-        eligible = [i for i, t in enumerate(targets) if i not in exclude and t.available(now)]
+        eligible: list[int] = []
+        total_load = 0
+        total_weight = 0
+        for i, t in enumerate(targets):
+            if t.available(now) and i not in exclude:
+                eligible.append(i)
+                total_load += t.in_flight
+                total_weight += t.weight
         if not eligible:
             return None
         policy = self.policy
@@ -82,32 +89,21 @@ class Selector:
             weights = [targets[i].weight for i in eligible]
             return Choice(self.rng.choices(eligible, weights)[0], "random")
         if policy == "prefix_affinity" and ranked:
-            choice = self._affinity(targets, ranked, eligible)
-            if choice is not None:
-                return choice
-        return Choice(least_connections(targets, eligible, self.rng), "least_connections")
-
-    def _affinity(
-        self, targets: Sequence[Target], ranked: Sequence[int], eligible: list[int]
-    ) -> Choice | None:
-        allowed = set(eligible)
-        total_load = sum(targets[i].in_flight for i in eligible)
-        total_weight = sum(targets[i].weight for i in eligible)
-        first = True
-        spilled = False
-        for i in ranked:
-            if i not in allowed:
+            # Bounded load: at most ceil(c x mean-after-this-request) per unit of weight.
+            per_weight = self.load_factor * (total_load + 1) / total_weight
+            first = True
+            spilled = False
+            for i in ranked:
+                if i not in exclude:
+                    t = targets[i]
+                    if t.available(now):
+                        if t.in_flight + 1 <= math.ceil(per_weight * t.weight):
+                            if first:
+                                return Choice(i, "affinity")
+                            return Choice(i, "bounded" if spilled else "affinity_next")
+                        spilled = True
                 first = False
-                continue
-            t = targets[i]
-            bound = math.ceil(self.load_factor * (total_load + 1) * t.weight / total_weight)
-            if t.in_flight + 1 <= bound:
-                if first:
-                    return Choice(i, "affinity")
-                return Choice(i, "bounded" if spilled else "affinity_next")
-            first = False
-            spilled = True
-        return None
+        return Choice(least_connections(targets, eligible, self.rng), "least_connections")
 
     def __repr__(self) -> str:
         return f"Selector({self.policy}, load_factor={self.load_factor})"

@@ -49,6 +49,8 @@ class Breaker:
 
     def allows(self, now: float) -> bool:
         """Whether a request may be sent now (no side effect beyond the open → half-open turn)."""
+        if self._state is BreakerState.CLOSED:  # the hot path
+            return True
         state = self.state(now)
         if state is BreakerState.CLOSED:
             return True
@@ -58,10 +60,13 @@ class Breaker:
 
     def on_dispatch(self, now: float) -> None:
         """A request was sent to the backend."""
-        if self.state(now) is BreakerState.HALF_OPEN:
+        if self._state is not BreakerState.CLOSED and self.state(now) is BreakerState.HALF_OPEN:
             self._trials += 1
 
     def on_success(self, now: float) -> None:
+        if self._state is BreakerState.CLOSED:
+            self._failures = 0
+            return
         state = self.state(now)
         if state is BreakerState.CLOSED:
             self._failures = 0

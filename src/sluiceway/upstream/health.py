@@ -50,9 +50,13 @@ class Prober:
     async def run(self) -> None:
         while not self._stop.is_set():
             settings = self.pool.settings.health
-            if settings.enabled:
-                await self.probe_all()
-            self.refresh()
+            try:
+                if settings.enabled:
+                    await self.probe_all()
+                self.refresh()
+            except Exception:
+                # A bug here must not take the gateway down: log it and probe again later.
+                log.exception("health round of %r failed", self.pool.model)
             try:
                 async with asyncio.timeout(settings.interval_s):
                     await self._stop.wait()
@@ -104,10 +108,11 @@ def connection_counts(connector: aiohttp.BaseConnector | None) -> Mapping[tuple[
     counts: dict[tuple[str, int], int] = {}
     if connector is None:
         return counts
-    idle = getattr(connector, "_conns", {})
-    busy = getattr(connector, "_acquired_per_host", {})
-    for table in (idle, busy):
-        for key, conns in table.items():
-            hp = (str(getattr(key, "host", "")), int(getattr(key, "port", 0) or 0))
-            counts[hp] = counts.get(hp, 0) + len(conns)
+    try:
+        for name in ("_conns", "_acquired_per_host"):
+            for key, conns in getattr(connector, name, {}).items():
+                hp = (str(getattr(key, "host", "")), int(getattr(key, "port", 0) or 0))
+                counts[hp] = counts.get(hp, 0) + len(conns)
+    except (TypeError, AttributeError, ValueError):
+        return {}  # aiohttp changed its internals: the gauge stays at 0
     return counts
