@@ -1,0 +1,39 @@
+"""The oracle bound on the prompt-cache hit rate of a request sequence.
+
+The oracle replays the exact requests a contender sent, in send order, through ONE prompt
+cache of unbounded capacity with the simulator's own tokenizer and block hashing
+(:mod:`sluiceway.bench.simulated_cache`). A block is then recomputed only the first time any
+request needs it, which no routing over any number of finite caches can beat: it is an upper
+bound. It is also reachable in these workloads: each workload's working set (distinct prefix
+blocks in use at once) fits in the fleet's total cache when split by prefix, and the only
+extra misses a perfect router pays are the first requests of a hot prefix that the load bound
+replicates onto a second backend (a handful of blocks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from sluiceway.bench.simulated_app import render_chat
+from sluiceway.bench.simulated_cache import PrefixCache, tokenize
+
+
+def oracle_hit_rate(bodies: Iterable[bytes], block_tokens: int) -> dict[str, float]:
+    """Prompt tokens, cached tokens and hit rate of ``bodies`` through one unbounded cache."""
+    cache = PrefixCache(capacity_blocks=1 << 40, block_tokens=block_tokens)
+    prompt = cached = 0
+    for body in bodies:
+        messages = msgspec.json.decode(body)["messages"]
+        tokens = tokenize(render_chat(messages))
+        hashes = cache.hashes(tokens)
+        cached += cache.match(hashes)
+        cache.commit(hashes)
+        prompt += len(tokens)
+    return {
+        "prompt_tokens": prompt,
+        "cached_tokens": cached,
+        "prefill_tokens": prompt - cached,
+        "hit_rate": cached / prompt if prompt else float("nan"),
+    }
