@@ -68,8 +68,10 @@ class Prober:
 
     async def probe_all(self) -> None:
         backends = self.pool.snapshot.backends
-        results = await asyncio.gather(*(self.probe(b) for b in backends))
-        for backend, ok in zip(backends, results, strict=True):
+        async with asyncio.TaskGroup() as tg:
+            probes = [tg.create_task(self.probe(b)) for b in backends]
+        for backend, probe in zip(backends, probes, strict=True):
+            ok = probe.result()
             if backend.record_probe(ok):
                 if backend.healthy:
                     log.warning("backend %s of %r is healthy again", backend.name, backend.model)
