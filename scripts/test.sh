@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set everything up, then run the quality gates and the whole test suite.
 set -euo pipefail
+export ORT_DISABLE_TELEMETRY=1  # ONNX Runtime phones home on Linux otherwise
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 echo "== ruff"

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+
+# No telemetry from ONNX Runtime (it phones home on Linux unless told not to before loading).
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from sluiceway import __version__
 from sluiceway.config.loader import ConfigError, load_settings

@@ -94,6 +94,9 @@ class EncoderModelSettings(
     #: Let ONNX Runtime's worker threads spin between parallel sections (lower latency when the
     #: cores are otherwise idle; burns CPU the event loop and tokenizer may need).
     allow_spinning: bool = True
+    #: ONNX Runtime's CPU memory arena and per-shape memory patterns: a little faster, but RSS
+    #: keeps the peak of every batch shape ever run. Off: memory returns after bursts.
+    memory_arena: bool = False
     batching: BatchingSettings = BatchingSettings()
 
 

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
 from typing import Literal
+
+# ONNX Runtime 1.32 sends telemetry on Linux unless this is set before it loads.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 import numpy as np
 import onnxruntime as ort
@@ -26,12 +30,17 @@ class OnnxEncoder:
         intra_op_threads: int = 0,
         output: str | None = None,
         allow_spinning: bool = True,
+        memory_arena: bool = False,
     ) -> None:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = intra_op_threads
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        # Batches come in many shapes; an arena (and per-shape memory patterns) keeps the peak of
+        # every shape ever seen. Without them memory goes back after a burst.
+        options.enable_cpu_mem_arena = memory_arena
+        options.enable_mem_pattern = memory_arena
         options.add_session_config_entry(
             "session.intra_op.allow_spinning", "1" if allow_spinning else "0"
         )

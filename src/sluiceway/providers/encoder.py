@@ -56,6 +56,7 @@ def load_onnx(settings: EncoderModelSettings) -> tuple[TextTokenizer, EncoderEng
         intra_op_threads=settings.intra_op_threads,
         output=files.output,
         allow_spinning=settings.allow_spinning,
+        memory_arena=settings.memory_arena,
     )
     # Warm up: the first runs allocate arenas and pick kernels; do it before /ready says yes.
     for n, text in ((1, "warm up"), (8, "warm up " * 20)):
