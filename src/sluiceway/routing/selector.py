@@ -2,9 +2,10 @@
 
     eligible (healthy, breaker admits, not draining, not tried yet)
       → affinity: walk the key's ranked list, take the first eligible target under the load
-        bound ``ceil(load_factor x (total in-flight + 1) x weight / total weight)``
-        (consistent hashing with bounded loads: a hot key spills over to its next ranked
-        backend, consistently, instead of herding everything onto one)
+        bound ``load_factor x (total in-flight + 1) x weight / total weight`` (consistent
+        hashing with bounded loads: a hot key spills over to its next ranked backends,
+        consistently, instead of herding everything onto one; see ``select`` for how hot
+        and cold keys round the bound)
       → otherwise weighted least-connections, ties broken at random
 
 ``round_robin`` and ``random`` exist for comparison. Nothing here does I/O or reads a clock:
@@ -69,8 +70,17 @@ class Selector:
         ranked: Sequence[int] | None,
         now: float,
         exclude: Collection[int] = (),
+        hot: bool = False,
     ) -> Choice | None:
-        """The chosen index, or None when no target is eligible."""
+        """The chosen index, or None when no target is eligible.
+
+        ``hot`` marks a key that alone carries more than a backend's share of the traffic:
+        its bound is exact (the last fractional slot is granted at random, so the backend's
+        load averages ``c x mean``). Other keys get the rounded-up bound plus one request of
+        slack: at the low in-flight counts of LLM backends (a few each) momentary
+        fluctuations would otherwise move cold keys off their backend and cost their prefix
+        cache; the slack is one request, so it vanishes relative to the bound at scale.
+        """
         eligible: list[int] = []
         total_load = 0
         total_weight = 0
@@ -97,13 +107,22 @@ class Selector:
                 if i not in exclude:
                     t = targets[i]
                     if t.available(now):
-                        if t.in_flight + 1 <= math.ceil(per_weight * t.weight):
+                        if self._within(t.in_flight, per_weight * t.weight, hot):
                             if first:
                                 return Choice(i, "affinity")
                             return Choice(i, "bounded" if spilled else "affinity_next")
                         spilled = True
                 first = False
         return Choice(least_connections(targets, eligible, self.rng), "least_connections")
+
+    def _within(self, in_flight: int, limit: float, hot: bool) -> bool:
+        if not hot:
+            return in_flight <= math.ceil(limit)
+        limit = max(limit, 1.0)
+        whole = math.floor(limit)
+        if in_flight + 1 <= whole:
+            return True
+        return in_flight == whole and self.rng.random() < limit - whole
 
     def __repr__(self) -> str:
         return f"Selector({self.policy}, load_factor={self.load_factor})"

@@ -180,7 +180,8 @@ class Forwarder:
         tried: set[int] = set()
         reasons: list[str] = []
         attempts = 0
-        choice = self.pool.select(snapshot, key, self.clock.now(), tried)
+        hot = self.pool.is_hot(key, self.clock.now())
+        choice = self.pool.select(snapshot, key, self.clock.now(), tried, hot)
         while choice is not None:
             backend = snapshot.backends[choice.index]
             tried.add(choice.index)
@@ -197,7 +198,7 @@ class Forwarder:
                     return Exchange(backend, response, attempts, started, verdict)
                 nxt = None
                 if attempts < settings.max_attempts:
-                    nxt = self.pool.select(snapshot, key, self.clock.now(), tried)
+                    nxt = self.pool.select(snapshot, key, self.clock.now(), tried, hot)
                 if response is not None:
                     head = await _read_bounded(response)
                     oom = any(m in head.lower() for m in _OOM_MARKERS)

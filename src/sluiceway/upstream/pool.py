@@ -17,6 +17,7 @@ from msgspec import structs
 
 from sluiceway.config.upstream import BackendSettings, UpstreamModelSettings
 from sluiceway.observability.metrics import Metrics
+from sluiceway.routing.hotness import KeyRates
 from sluiceway.routing.ring import HashRing
 from sluiceway.routing.selector import Choice, Selector
 from sluiceway.upstream.backend import Backend
@@ -69,6 +70,7 @@ class Pool:
         self.model = settings.id
         self.snapshot = build_snapshot(settings, metrics)
         self.selector = Selector(settings.policy, settings.load_factor, rng)
+        self.rates = KeyRates()
         self._m_available = metrics.pool_available.labels(self.model)
 
     @property
@@ -94,9 +96,20 @@ class Pool:
         return gone
 
     def select(
-        self, snapshot: PoolSnapshot, key: int | None, now: float, exclude: set[int]
+        self,
+        snapshot: PoolSnapshot,
+        key: int | None,
+        now: float,
+        exclude: set[int],
+        hot: bool = False,
     ) -> Choice | None:
-        return self.selector.select(snapshot.backends, snapshot.ranked(key), now, exclude)
+        return self.selector.select(snapshot.backends, snapshot.ranked(key), now, exclude, hot)
+
+    def is_hot(self, key: int | None, now: float) -> bool:
+        """Count a request for ``key``; True if the key alone exceeds one backend's share."""
+        if key is None:
+            return False
+        return self.rates.hit(key, now) * len(self.snapshot.backends) > 1.0
 
     # --- admin -----------------------------------------------------------------------------
 
