@@ -62,15 +62,39 @@ class Gateway:
     async def running(
         self, *, host: str | None = None, port: int | None = None
     ) -> AsyncIterator[Gateway]:
-        """Start everything, yield while serving, and shut down in order on exit."""
+        """Listen, load the models, serve while the block runs, then shut down in order.
+
+        The socket opens first, so ``/health`` answers (200) and ``/ready`` says 503 while
+        models load; ``/ready`` turns 200 once every model is loaded and warmed up.
+        """
         server = self.settings.server
+        runner = web.AppRunner(
+            create_web_app(self.api, self._extra_routes()),
+            handle_signals=False,
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=1.0,
+        )
+        await runner.setup()
         services = list(self.registry.services)
         try:
+            site = web.TCPSite(
+                runner,
+                host if host is not None else server.host,
+                server.port if port is None else port,
+                backlog=1024,
+                reuse_address=True,
+            )
+            await site.start()
+            h, p = runner.addresses[0][0], runner.addresses[0][1]
+            self.url = f"http://{h}:{p}"
+            log.info("sluiceway listening on %s; loading %s", self.url, self.registry)
             await asyncio.gather(*(s.start() for s in services))
         except BaseException:
-            # A model that cannot load stops the start with its own error (not a group).
+            # A port in use or a model that cannot load stops the start with its own error.
             for s in services:
                 await s.close()
+            await runner.cleanup()
             raise
         async with asyncio.TaskGroup() as tg:
             loops = [tg.create_task(s.run(), name=f"service-{s.names[0]}") for s in services]
@@ -80,27 +104,8 @@ class Gateway:
                     self.settings.source, lambda: self.registry, self.metrics
                 )
                 loops.append(tg.create_task(self.watcher.run(), name="config-watcher"))
-            runner = web.AppRunner(
-                create_web_app(self.api, self._extra_routes()),
-                handle_signals=False,
-                handler_cancellation=True,
-                access_log=None,
-                shutdown_timeout=1.0,
-            )
-            await runner.setup()
-            site = web.TCPSite(
-                runner,
-                host if host is not None else server.host,
-                server.port if port is None else port,
-                backlog=1024,
-                reuse_address=True,
-            )
-            await site.start()
-            sockets = runner.addresses
-            h, p = sockets[0][0], sockets[0][1]
-            self.url = f"http://{h}:{p}"
             self.api.ready = True
-            log.info("sluiceway listening on %s, models: %s", self.url, self.registry)
+            log.info("sluiceway ready on %s", self.url)
             try:
                 yield self
             finally:

@@ -62,3 +62,26 @@ async def test_a_raising_function_fails_every_job_of_that_call() -> None:
         c: Coalescer[int, int] = Coalescer(fn, ex)
         with pytest.raises(ValueError):
             await c.submit(1)
+
+
+@pytest.mark.anyio
+async def test_skipped_submissions_are_counted() -> None:
+    gate = threading.Event()
+    skipped: list[int] = []
+
+    def fn(items: list[int]) -> list[int]:
+        gate.wait(5)
+        return items
+
+    with ThreadPoolExecutor(1) as ex:
+        c: Coalescer[int, int] = Coalescer(fn, ex, skipped.append)
+        first = asyncio.ensure_future(c.submit(1))
+        await asyncio.sleep(0.05)
+        doomed = [asyncio.ensure_future(c.submit(i)) for i in (2, 3)]
+        await asyncio.sleep(0)
+        for d in doomed:
+            d.cancel()
+        gate.set()
+        assert await first == 1
+        await asyncio.sleep(0.05)
+    assert skipped == [2]

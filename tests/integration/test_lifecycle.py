@@ -218,3 +218,55 @@ async def test_work_still_running_when_the_grace_period_ends_gets_a_503() -> Non
         await server
     finally:
         gate.set()
+
+
+@pytest.mark.anyio
+async def test_ready_is_503_while_models_load_and_health_is_200() -> None:
+    from sluiceway.app import Gateway
+    from sluiceway.clock import SystemClock
+    from sluiceway.observability.metrics import Metrics
+    from sluiceway.providers.base import ServiceContext
+    from sluiceway.providers.encoder import EncoderService
+    from sluiceway.providers.registry import Registry
+    from sluiceway.testing import fake_loader, settings
+
+    loaded = threading.Event()
+    inner = fake_loader(FakeEncoder())
+
+    def slow_loader(model: EncoderModelSettings):  # type: ignore[no-untyped-def]
+        loaded.wait(30)
+        return inner(model)
+
+    model = _model()
+    s = settings((model,))
+    metrics, clock = Metrics(), SystemClock()
+    registry = Registry()
+    registry.add_embedder(
+        EncoderService(model, ServiceContext(metrics, clock, s.server), slow_loader)
+    )
+    gw = Gateway(s, clock=clock, metrics=metrics, registry=registry)
+    serving_task = asyncio.ensure_future(_serve_until_cancelled(gw))
+    try:
+        await eventually(lambda: gw.url)
+        async with aiohttp.ClientSession() as c:
+            async with c.get(gw.url + "/health") as r:
+                assert r.status == 200
+            async with c.get(gw.url + "/ready") as r:
+                assert r.status == 503
+            status, _, _ = await _post(c, gw.url, {"model": MODEL, "input": "early"})
+            assert status == 503
+            loaded.set()
+            await eventually(lambda: gw.api.ready)
+            async with c.get(gw.url + "/ready") as r:
+                assert r.status == 200
+            assert (await _post(c, gw.url, {"model": MODEL, "input": "now"}))[0] == 200
+    finally:
+        loaded.set()
+        serving_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving_task
+
+
+async def _serve_until_cancelled(gw: Gateway) -> None:
+    async with running_gateway(gw):
+        await asyncio.Event().wait()

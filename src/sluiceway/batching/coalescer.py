@@ -22,8 +22,14 @@ class Coalescer(Generic[T, R]):
     (return an error value instead). If it raises anyway, every job of that call fails.
     """
 
-    def __init__(self, fn: Callable[[list[T]], list[R]], executor: Executor) -> None:
+    def __init__(
+        self,
+        fn: Callable[[list[T]], list[R]],
+        executor: Executor,
+        on_skip: Callable[[int], None] = lambda n: None,
+    ) -> None:
         self._fn = fn
+        self._on_skip = on_skip
         self._executor = executor
         self._waiting: list[tuple[T, asyncio.Future[R]]] = []
         self._busy = False
@@ -44,6 +50,8 @@ class Coalescer(Generic[T, R]):
 
     def _dispatch(self, loop: asyncio.AbstractEventLoop) -> None:
         batch = [(item, fut) for item, fut in self._waiting if not fut.done()]
+        if len(batch) != len(self._waiting):
+            self._on_skip(len(self._waiting) - len(batch))  # cancelled before they ran
         self._waiting = []
         if not batch:
             self._busy = False

@@ -123,7 +123,8 @@ class EncoderService:
             batch_tokens.observe(tokens)
             inference.observe(seconds)
 
-        self._coalescer = Coalescer(self._tokenize, self._tok_executor)
+        dropped_early = m.dropped.labels(mid, "tokenize", "cancelled")
+        self._coalescer = Coalescer(self._tokenize, self._tok_executor, dropped_early.inc)
         coalescer = self._coalescer
         self._scheduler = BatchScheduler(
             engine,
