@@ -35,6 +35,8 @@ class Contender:
     label: str
     kind: str
     policy: str
+    #: Extra keys of sluiceway's [[models]] table (e.g. load_factor), for tuning runs.
+    options: tuple[tuple[str, str], ...] = ()
 
     def available(self) -> str | None:
         """None when it can run here, else why not."""
@@ -52,6 +54,18 @@ POLICY_CONTENDERS = (
     Contender("sglang-router cache_aware", "sglang", "cache_aware"),
     Contender("sglang-router round_robin", "sglang", "round_robin"),
 )
+#: Not run by default; select with --contenders (tuning the bounded-load factor).
+EXTRA_CONTENDERS = (
+    Contender(
+        "sluiceway prefix_affinity lf=2", "sluiceway", "prefix_affinity", (("load_factor", "2.0"),)
+    ),
+    Contender(
+        "sluiceway prefix_affinity lf=1.5",
+        "sluiceway",
+        "prefix_affinity",
+        (("load_factor", "1.5"),),
+    ),
+)
 OVERHEAD_CONTENDERS = (
     Contender("sluiceway prefix_affinity", "sluiceway", "prefix_affinity"),
     Contender("nginx least_conn", "nginx", "least_conn"),
@@ -59,7 +73,9 @@ OVERHEAD_CONTENDERS = (
 )
 
 
-def _sluiceway_config(model: str, policy: str, backends: Sequence[str]) -> str:
+def _sluiceway_config(
+    model: str, policy: str, backends: Sequence[str], options: Sequence[tuple[str, str]] = ()
+) -> str:
     lines = [
         "[server]",
         'log_level = "warning"',
@@ -70,6 +86,7 @@ def _sluiceway_config(model: str, policy: str, backends: Sequence[str]) -> str:
         'engine = "upstream"',
         f'id = "{model}"',
         f'policy = "{policy}"',
+        *(f"{key} = {value}" for key, value in options),
         "backends = [" + ", ".join(f'{{url = "{b}"}}' for b in backends) + "]",
     ]
     return "\n".join(lines) + "\n"
@@ -98,7 +115,7 @@ def command(
     workdir.mkdir(parents=True, exist_ok=True)
     if contender.kind == "sluiceway":
         config = workdir / "sluiceway.toml"
-        config.write_text(_sluiceway_config(model, contender.policy, backends))
+        config.write_text(_sluiceway_config(model, contender.policy, backends, contender.options))
         return [str(VENV_PYTHON), "-m", "sluiceway", "serve", "--config", str(config),
                 "--port", str(port)]  # fmt: skip
     if contender.kind == "nginx":

@@ -24,9 +24,10 @@ def _f(v: float, fmt: str = ".1f") -> str:
 def policy_table(rows: Sequence[dict[str, Any]], workload: str) -> str:
     head = (
         "| contender | cache hit | vs oracle | prefill tokens | recomputed vs oracle "
-        "| TTFT p50 ms | TTFT p99 ms | e2e p99 ms | req/s | load max/mean | errors |"
+        "| TTFT p50 ms | TTFT p99 ms | e2e p99 ms | req/s | load max/mean | errors "
+        "| generator lag p99 ms |"
     )
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     oracle = None
     for r in rows:
         if r["workload"] != workload:
@@ -37,12 +38,13 @@ def policy_table(rows: Sequence[dict[str, Any]], workload: str) -> str:
             f"| {r['prefill_tokens']:,} | {r['recomputed_tokens']:,} "
             f"| {_f(r['ttft_ms']['p50'])} | {_f(r['ttft_ms']['p99'])} "
             f"| {_f(r['latency_ms']['p99'])} | {r['throughput_rps']:.1f} "
-            f"| {r['load_max_over_mean']:.2f} | {r['errors']} |"
+            f"| {r['load_max_over_mean']:.2f} | {r['errors']} "
+            f"| {_f(r.get('generator_lag_p99_ms', float('nan')), '.0f')} |"
         )
     if oracle is not None:
         lines.append(
             f"| oracle (one unbounded cache) | {oracle['hit_rate']:.1%} | 100% "
-            f"| {oracle['prefill_tokens']:,} | 0 | | | | | | |"
+            f"| {oracle['prefill_tokens']:,} | 0 | | | | | | | |"
         )
     return "\n".join(lines)
 

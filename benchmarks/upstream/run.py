@@ -26,7 +26,13 @@ sys.path.insert(0, str(HERE))
 import msgspec  # noqa: E402
 import report  # noqa: E402
 import workloads  # noqa: E402
-from contenders import OVERHEAD_CONTENDERS, POLICY_CONTENDERS, free_base_port, log  # noqa: E402
+from contenders import (  # noqa: E402
+    EXTRA_CONTENDERS,
+    OVERHEAD_CONTENDERS,
+    POLICY_CONTENDERS,
+    free_base_port,
+    log,
+)
 from overhead import overhead_benchmark  # noqa: E402
 from policy import MODEL, SIMULATOR, policy_benchmark  # noqa: E402
 
@@ -61,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rate", type=float, default=56.0, help="requests/s offered (open loop)")
     p.add_argument("--duration", type=float, default=25.0, help="measured seconds per run")
     p.add_argument("--warmup", type=float, default=5.0, help="unrecorded seconds per run")
+    p.add_argument("--retries", type=int, default=1, help="repeats of a run the machine disturbed")
     p.add_argument("--overhead-seconds", type=float, default=8.0)
     p.add_argument("--connections", type=int, default=64, help="wrk connections (max req/s)")
     p.add_argument("--base-port", type=int, default=0, help="first port (0: a random free range)")
@@ -134,7 +141,12 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> int:
         args.duration, args.warmup, args.overhead_seconds = 8.0, 2.0, 3.0
     wanted = [w for w in args.workloads.split(",") if w]
     labels = set(args.contenders.split(",")) if args.contenders else None
-    policy_contenders = [c for c in POLICY_CONTENDERS if labels is None or c.label in labels]
+    every = (*POLICY_CONTENDERS, *EXTRA_CONTENDERS)
+    policy_contenders = [
+        c
+        for c in every
+        if (labels is None and c in POLICY_CONTENDERS) or (labels and c.label in labels)
+    ]
     overhead_contenders = [c for c in OVERHEAD_CONTENDERS if labels is None or c.label in labels]
     doc: dict[str, Any] = {
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -161,6 +173,7 @@ async def main_async(args: argparse.Namespace, workdir: Path) -> int:
             rate=args.rate,
             duration=args.duration,
             warmup=args.warmup,
+            retries=args.retries,
         )
         params = {m.name: m.params for m in mixes}
         for r in rows:
