@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -354,6 +356,7 @@ async def test_models_embeddings_and_control_port(session: aiohttp.ClientSession
         assert status == 404
         async with session.get(control + "/backends") as resp:
             assert [b["listening"] for b in await resp.json()] == [True, True]
+        assert [s["listening"] for s in fleet.statistics()] == [True, True]
         assert "SimulatedFleet(2 backends" in repr(fleet)
         assert "listening=True" in repr(fleet.backends[0])
 
@@ -366,3 +369,36 @@ def test_fleet_and_fault_validation() -> None:
     with pytest.raises(InvalidRequest):
         EngineSettings(max_seqs=0)
     assert main(["--backends", "1", "--max-seqs", "0"]) == 2
+
+
+@pytest.mark.anyio
+async def test_command_line_fleet_with_a_fault_at_start(session: aiohttp.ClientSession) -> None:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "sluiceway.bench.simulated",
+        "--backends",
+        "2",
+        "--base-port",
+        "0",
+        "--fault",
+        "oom",
+        "--fault-backends",
+        "1",
+        "--decode-tps",
+        "0",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 60)).decode()
+        assert line.startswith("simulate: 2 backends:")
+        urls = line.split(": ", 2)[2].split()
+        status, _ = await post(session, urls[0] + "/v1/chat/completions", chat_body("q"))
+        assert status == 200
+        status, body = await post(session, urls[1] + "/v1/chat/completions", chat_body("q"))
+        assert status == 503 and "out of memory" in body["error"]["message"]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = await asyncio.wait_for(proc.wait(), 30)
+    assert code == 0

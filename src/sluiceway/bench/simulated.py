@@ -204,7 +204,7 @@ class SimulatedFleet:
 
     def _control_app(self) -> web.Application:
         async def list_backends(request: web.Request) -> web.Response:
-            doc = [b.statistics() for b in self.backends]
+            doc = self.statistics()
             return web.Response(body=msgspec.json.encode(doc), content_type="application/json")
 
         async def fault(request: web.Request) -> web.Response:
@@ -222,6 +222,10 @@ class SimulatedFleet:
         app.router.add_get("/backends", list_backends)
         app.router.add_post(r"/backends/{index:\d+}/_fault", fault)
         return app
+
+    def statistics(self) -> list[dict[str, object]]:
+        """Every backend's statistics, in port order."""
+        return [b.statistics() for b in self.backends]
 
     def __repr__(self) -> str:
         return f"SimulatedFleet({len(self.backends)} backends: {', '.join(self.urls)})"
