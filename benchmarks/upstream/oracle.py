@@ -37,3 +37,27 @@ def oracle_hit_rate(bodies: Iterable[bytes], block_tokens: int) -> dict[str, flo
         "prefill_tokens": prompt - cached,
         "hit_rate": cached / prompt if prompt else float("nan"),
     }
+
+
+def partitioned_hit_rate(
+    bodies: Iterable[bytes], block_tokens: int, backends: int, capacity_blocks: int, by: str
+) -> float:
+    """Hit rate of a perfect static partition over ``backends`` finite LRU caches.
+
+    Each request goes to the backend of its group (``by="system"``: its first message;
+    ``by="conversation"``: its first user message), groups dealt round-robin in order of first
+    appearance. It checks that the unbounded oracle is reachable with the fleet's real caches.
+    """
+    caches = [PrefixCache(capacity_blocks, block_tokens) for _ in range(backends)]
+    owner: dict[str, int] = {}
+    prompt = cached = 0
+    for body in bodies:
+        messages = msgspec.json.decode(body)["messages"]
+        group = str(messages[0 if by == "system" else 1]["content"])
+        cache = caches[owner.setdefault(group, len(owner) % backends)]
+        tokens = tokenize(render_chat(messages))
+        hashes = cache.hashes(tokens)
+        cached += cache.match(hashes)
+        cache.commit(hashes)
+        prompt += len(tokens)
+    return cached / prompt if prompt else float("nan")

@@ -18,7 +18,7 @@ import aiohttp
 import msgspec
 import numpy as np
 from contenders import VENV_PYTHON, Contender, alive, log, process, router, wait_ready
-from oracle import oracle_hit_rate
+from oracle import oracle_hit_rate, partitioned_hit_rate
 from workloads import Mix, Recorded
 
 from sluiceway.bench import Target, run_open, summarize
@@ -91,7 +91,15 @@ def _row(
     cached = sum(s["cached_tokens"] for s in stats)
     prefill = sum(s["prefill_tokens"] for s in stats)
     per_backend = [s["requests"] for s in stats]
-    oracle = oracle_hit_rate(recorded.sent_bodies(), int(SIMULATOR["block_tokens"]))
+    sent = recorded.sent_bodies()
+    oracle = oracle_hit_rate(sent, int(SIMULATOR["block_tokens"]))
+    oracle["partitioned_hit_rate"] = partitioned_hit_rate(
+        sent,
+        int(SIMULATOR["block_tokens"]),
+        int(SIMULATOR["backends"]),
+        int(SIMULATOR["cache_blocks"]),
+        "conversation" if mix.name == "multi_turn" else "system",
+    )
     hit = cached / prompt if prompt else float("nan")
     ok = run.ok & ~np.isnan(run.ttft)
     ttft_ms = run.ttft[ok] * 1e3
