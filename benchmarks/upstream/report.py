@@ -223,7 +223,8 @@ def plot_overhead(rows: Sequence[dict[str, Any]], path: Path) -> None:
             ax_rps.bar(pos, rps, width, label=name)
             ax_lat.bar(pos, lat, width, label=name)
         ax_rps.set(ylabel="requests/s", title=f"Most requests/s of one process ({top})")
-        ax_lat.set(ylabel="ms", title="p50 latency at concurrency 1")
+        ax_lat.set(ylabel="ms (log scale)", title="p50 latency at concurrency 1")
+        ax_lat.set_yscale("log")
         for ax in (ax_rps, ax_lat):
             ax.set_xticks(range(len(kinds)), kinds)
             ax.grid(True, axis="y", alpha=0.3)
