@@ -125,7 +125,7 @@ BAD_INPUTS = [
     ({"model": MODEL, "input": "a", "dimensions": 0}, 400, "dimensions"),
     ({"model": MODEL, "input": "a", "dimensions": 385}, 400, "dimensions"),
     ({"model": MODEL, "input": "a", "encoding_format": "int8"}, 422, "encoding_format"),
-    ({"model": MODEL, "input": "a", "bogus": 1}, 422, None),
+    ({"model": MODEL, "input": "a", "bogus": 1}, 400, "bogus"),
     ({"input": "a"}, 400, "model"),
     ({"model": "nope", "input": "a"}, 404, "model"),
     ({"model": MODEL, "input": ["x"] * 65}, 413, "input"),

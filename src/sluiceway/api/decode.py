@@ -48,11 +48,23 @@ def model_of(body: bytes) -> str:
 
 
 def decode(body: bytes, decoder: msgspec.json.Decoder[T]) -> T:
+    """Decode and validate a request body.
+
+    Malformed JSON and unsupported parameters (unknown fields, never silently ignored) are 400;
+    a known field with a value of the wrong type or shape is 422.
+    """
     try:
         return decoder.decode(body)
     except msgspec.ValidationError as e:
         text = str(e)
         param = text.rpartition("at `$.")[2].rstrip("`") if "at `$." in text else None
+        if text.startswith("Object contains unknown field"):
+            field = text.split("`")[1] if "`" in text else None
+            raise InvalidRequest(
+                f"{text}; this server does not support that parameter",
+                param=field,
+                code="unsupported_parameter",
+            ) from None
         raise SchemaError(f"invalid request: {text}", param=param) from None
     except msgspec.DecodeError as e:
         raise InvalidRequest(f"the body is not valid JSON: {e}") from None
