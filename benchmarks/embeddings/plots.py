@@ -19,7 +19,7 @@ def _num(v: float | None) -> float:
 
 def _workload_figure(doc: dict[str, Any], workload: str, inputs: str, path: Path) -> bool:
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullFormatter
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     series = [
         (entry["label"], runs)
@@ -56,6 +56,8 @@ def _workload_figure(doc: dict[str, Any], workload: str, inputs: str, path: Path
         ax_p.set(xlabel="concurrency (closed loop)", ylabel="p99 latency, ms", title="p99 latency")
         ax_c.set(xlabel="latency, ms", ylabel="percentile", title="Latency CDF at c=64")
         ax_c.set_xscale("log")
+        ax_c.xaxis.set_major_formatter(ScalarFormatter())
+        ax_c.xaxis.set_minor_formatter(NullFormatter())
         ax_p.set_yscale("log")
         if len(levels) > 1:
             for ax in (ax_t, ax_p):

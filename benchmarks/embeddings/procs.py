@@ -73,8 +73,18 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime (fields 14, 15)
 
 
-def tree_cpu_seconds(root: int) -> float:
-    return sum(cpu_seconds(pid) for pid in tree(root))
+def tree_cpu_by_pid(root: int) -> dict[int, float]:
+    return {pid: cpu_seconds(pid) for pid in tree(root)}
+
+
+def cpu_since(root: int, before: dict[int, float]) -> float:
+    """CPU seconds ``root``'s tree used since ``before`` (a :func:`tree_cpu_by_pid`).
+
+    A process that appeared since counts from zero; one that exited since (a gunicorn
+    worker killed and replaced) is missing its last stretch: a lower bound, never negative.
+    """
+    now = tree_cpu_by_pid(root)
+    return sum(max(0.0, cpu - before.get(pid, 0.0)) for pid, cpu in now.items())
 
 
 @dataclass(slots=True)

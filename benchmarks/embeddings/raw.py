@@ -129,6 +129,7 @@ def main() -> int:
         "onnx_file": settings.onnx_file,
         "intra_op_threads": settings.intra_op_threads,
         "allow_spinning": settings.allow_spinning,
+        "memory_arena": getattr(settings, "memory_arena", None),
         "results": results,
     }
     out = msgspec.json.format(msgspec.json.encode(doc))

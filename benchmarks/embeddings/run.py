@@ -60,7 +60,7 @@ from contenders import (  # noqa: E402
     sluiceway_toml,
     started,
 )
-from procs import TreeSampler, machine_busy_seconds, tree_cpu_seconds  # noqa: E402
+from procs import TreeSampler, cpu_since, machine_busy_seconds, tree_cpu_by_pid  # noqa: E402
 
 from sluiceway.bench import workloads  # noqa: E402
 from sluiceway.bench.loadgen import Target, preflight, run_closed, run_open  # noqa: E402
@@ -73,10 +73,16 @@ from sluiceway.bench.report import (  # noqa: E402
 
 SCHEMA = "sluiceway.embeddings-bench/1"
 PARTS = ("raw", "sluiceway", "naive", "gunicorn", "infinity", "overload")
-#: (input set, texts per request, closed-loop concurrency levels)
-Plan = list[tuple[workloads.InputSet, int, list[int]]]
-FULL_PLAN: Plan = [("short", 1, [1, 4, 16, 64, 256]), ("long", 1, [16, 64]), ("mixed", 32, [1, 4])]
-QUICK_PLAN: Plan = [("short", 1, [1, 16, 64]), ("long", 1, [16]), ("mixed", 32, [1])]
+#: (input set, texts per request, closed-loop concurrency levels, duration factor). A mixed
+#: x32 request is ~100x the work of a short x1 one: it gets twice the time per level, so
+#: that more than a handful of requests start and finish inside the measured window.
+Plan = list[tuple[workloads.InputSet, int, list[int], float]]
+FULL_PLAN: Plan = [
+    ("short", 1, [1, 4, 16, 64, 256], 1.0),
+    ("long", 1, [16, 64], 1.0),
+    ("mixed", 32, [1, 4], 2.0),
+]
+QUICK_PLAN: Plan = [("short", 1, [1, 16, 64], 1.0), ("long", 1, [16], 1.0), ("mixed", 32, [1], 2.0)]
 OVERLOAD_QUEUE = 64
 
 
@@ -143,16 +149,17 @@ class _CpuMeter:
 
     def __init__(self, pid: int) -> None:
         self._pid = pid
-        self._server = tree_cpu_seconds(pid)
+        self._server = tree_cpu_by_pid(pid)
         self._client = time.process_time()
         self._busy = machine_busy_seconds()
         self._wall = time.perf_counter()
 
     def read(self) -> dict[str, float]:
         wall = time.perf_counter() - self._wall
-        server = tree_cpu_seconds(self._pid) - self._server
+        server = cpu_since(self._pid, self._server)
         client = time.process_time() - self._client
         others = max(0.0, machine_busy_seconds() - self._busy - server - client)
+        others = min(others, wall * (os.cpu_count() or 1))  # server CPU is a lower bound
         return {
             "server_cpu_pct": round(100 * server / wall, 1),
             "client_cpu_pct": round(100 * client / wall, 1),
@@ -161,10 +168,16 @@ class _CpuMeter:
 
 
 async def _level(
-    target: Target, workload: workloads.Workload, level: int, pid: int, args: argparse.Namespace
+    target: Target,
+    workload: workloads.Workload,
+    level: int,
+    pid: int,
+    *,
+    duration: float,
+    warmup: float,
 ) -> dict[str, Any]:
     cpu = _CpuMeter(pid)
-    run = await run_closed(target, workload, level, duration=args.duration, warmup=args.warmup)
+    run = await run_closed(target, workload, level, duration=duration, warmup=warmup)
     summary = summarize(run)
     row = summary.to_dict() | cpu.read()
     say(
@@ -178,7 +191,7 @@ async def sweep(
     contender: Contender, server: Running, plan: Plan, args: argparse.Namespace
 ) -> dict[str, list[dict[str, Any]]]:
     results: dict[str, list[dict[str, Any]]] = {}
-    for inputs, per_request, levels in plan:
+    for inputs, per_request, levels, factor in plan:
         workload = workloads.embeddings(contender.model, inputs, per_request, seed=0)
         target = Target(server.url + workload.path, timeout=args.timeout)
         status, head = await preflight(target, workload)
@@ -187,7 +200,15 @@ async def sweep(
             results[workload.name] = []
             continue
         results[workload.name] = [
-            await _level(target, workload, level, server.pid, args) for level in levels
+            await _level(
+                target,
+                workload,
+                level,
+                server.pid,
+                duration=factor * args.duration,
+                warmup=factor * args.warmup,
+            )
+            for level in levels
         ]
     return results
 
@@ -257,10 +278,13 @@ async def bench_overload(
     try:
         async with started(contender, workdir, config_text=config) as server:
             target = Target(server.url + workload.path, timeout=args.timeout)
-            if saturation_rps is None:  # no sluiceway sweep to take it from: measure it here
-                probe = await run_closed(target, workload, 64, duration=args.duration, warmup=1.0)
-                saturation_rps = summarize(probe).throughput_rps
-                entry["saturation_measured_here"] = True
+            # Saturation measured here and now (the machine's load may have changed since the
+            # sweep); the sweep's figure, when there is one, if it was higher.
+            probe = await run_closed(target, workload, 64, duration=args.duration, warmup=1.0)
+            here = summarize(probe).throughput_rps
+            entry["saturation_here_rps"] = round(here, 2)
+            entry["saturation_sweep_rps"] = saturation_rps
+            saturation_rps = max(here, saturation_rps or 0.0)
             rate = round(2 * saturation_rps, 1)
             say(f"   open loop at {rate:g} req/s (2 x {saturation_rps:.1f})")
             cpu = _CpuMeter(server.pid)
@@ -305,6 +329,11 @@ def _pairs(items: list[str]) -> list[tuple[str, str]]:
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true", help="short runs: smoke-test the runner")
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="measure nothing: redraw the PNGs and RESULTS.md from <out>/embeddings.json",
+    )
     p.add_argument("--only", default=",".join(PARTS), help=f"comma-separated, of {PARTS}")
     p.add_argument("--out", type=Path, default=HERE / "results", help="results directory")
     p.add_argument("--duration", type=float, default=None, help="measured s/level (5; quick 2)")
@@ -369,7 +398,15 @@ async def main_async(args: argparse.Namespace, parts: list[str], workdir: Path) 
         "command": shlex.join([".venv/bin/python", "benchmarks/embeddings/run.py", *sys.argv[1:]]),
         "machine": machine(),
         "plan": {
-            "levels": [{"inputs": i, "texts_per_request": n, "concurrency": c} for i, n, c in plan],
+            "levels": [
+                {
+                    "inputs": i,
+                    "texts_per_request": n,
+                    "concurrency": c,
+                    "duration_s": f * args.duration,
+                }
+                for i, n, c, f in plan
+            ],
             "duration_s": args.duration,
             "warmup_s": args.warmup,
             "raw_seconds": args.raw_seconds,
@@ -413,6 +450,11 @@ def main() -> int:
     if args.markdown is None:
         default_out = args.out.resolve() == (HERE / "results").resolve()
         args.markdown = HERE / "RESULTS.md" if default_out else args.out / "RESULTS.md"
+    if args.report_only:
+        doc = msgspec.json.decode((args.out / "embeddings.json").read_bytes())
+        doc["targets"] = tables.targets(doc)
+        _report(doc, args)
+        return 0
     workdir = Path(tempfile.mkdtemp(prefix="sluiceway-embeddings-bench-"))
     import uvloop
 
@@ -424,15 +466,18 @@ def main() -> int:
     except KeyboardInterrupt:
         say(f"interrupted; parts finished so far are in {args.out / 'embeddings.json'}")
         return 130
+    say(f"\nfinished in {time.monotonic() - began:.0f} s; logs in {workdir}")
+    _report(doc, args)
+    return 0
+
+
+def _report(doc: dict[str, Any], args: argparse.Namespace) -> None:
     written = plots.draw_all(doc, args.out)
     args.markdown.write_text(tables.markdown(doc, args.out, args.markdown.parent))
-    say(
-        f"\nwrote {args.out / 'embeddings.json'}, {', '.join(p.name for p in written)}, "
-        f"{args.markdown} in {time.monotonic() - began:.0f} s; logs in {workdir}"
-    )
+    names = ", ".join(p.name for p in written)
+    say(f"wrote {args.out / 'embeddings.json'}, {names}, {args.markdown}")
     for line in tables.target_lines(doc["targets"]):
         say(line)
-    return 0
 
 
 if __name__ == "__main__":

@@ -178,11 +178,15 @@ def _overload_targets(doc: dict[str, Any], s64: Row | None) -> list[Row]:
     others = split["other"]["count"]
     p99_ok = ok["latency_ms"]["p99"]
     p99_429 = refused["latency_ms"]["p99"] if refused["count"] else None
+    # Nothing refused: the offered load was no overload, so there is no verdict on the 200s.
+    value_ok = p99_ok if others == 0 else math.inf
+    if not refused["count"]:
+        value_ok = math.nan
     return [
         _target(
             "overload 200s",
             f"admitted p99 <= {bound:.0f} ms (2 x sluiceway's c=64 p99) at 2x saturation",
-            p99_ok if others == 0 else math.inf,
+            value_ok,
             bound,
             at_most=True,
             detail=(
@@ -333,7 +337,8 @@ def _raw(doc: dict[str, Any]) -> list[str]:
     lines = [
         f"Load average before: {_la(raw.get('load_avg_before'))}; peak RSS "
         f"{raw['memory']['peak_rss_mib']} MiB; engine settings intra_op_threads="
-        f"{raw.get('intra_op_threads')}, allow_spinning={raw.get('allow_spinning')}.",
+        f"{raw.get('intra_op_threads')}, allow_spinning={raw.get('allow_spinning')}, "
+        f"memory_arena={raw.get('memory_arena')}.",
         "",
     ]
     head = ["inputs", "batch", "sentences/s", "batch p50 ms", "batch p99 ms", "batches"]
@@ -385,7 +390,9 @@ def _overload(doc: dict[str, Any]) -> list[str]:
     lines = [
         f"sluiceway with `max_queue_items = {ov['max_queue_items']}`, open-loop Poisson arrivals "
         f"of short x1 requests at {ov['offered_rps']:g} req/s = 2 x the saturation throughput "
-        f"{ov['saturation_rps']:g} req/s, {ov['duration_s']:g} s measured; load average before "
+        f"{ov['saturation_rps']:g} req/s (the higher of the sweep's peak, "
+        f"{ov.get('saturation_sweep_rps')}, and a c=64 probe of this instance just before, "
+        f"{ov.get('saturation_here_rps')}), {ov['duration_s']:g} s measured; load average before "
         f"{_la(ov.get('load_avg_before'))}; server CPU {ov.get('server_cpu_pct')} %, "
         f"others' CPU {ov.get('others_cpu_pct')} %; peak RSS {ov['memory']['peak_rss_mib']} MiB.",
         "",
@@ -414,6 +421,25 @@ def _overload(doc: dict[str, Any]) -> list[str]:
     return lines
 
 
+def contention(doc: dict[str, Any]) -> str | None:
+    """A warning when other processes used the CPU during the measured levels."""
+    rows = [
+        r
+        for entry in doc.get("contenders", {}).values()
+        for runs in entry.get("workloads", {}).values()
+        for r in runs
+    ]
+    busy = [r["others_cpu_pct"] for r in rows if r.get("others_cpu_pct", 0) > CONTENDED_PCT]
+    if not busy:
+        return None
+    return (
+        f"**Contended run**: in {len(busy)} of {len(rows)} levels other processes used more "
+        f"than {CONTENDED_PCT:g}% of a core (up to {max(busy):.0f}% of the "
+        f"{doc['machine']['nproc']} cores' {100 * doc['machine']['nproc']}%). These figures "
+        "measure the machine's load as much as the servers; re-run on a quiet machine."
+    )
+
+
 def markdown(doc: dict[str, Any], out: Path, base: Path) -> str:
     m = doc["machine"]
     plan = doc["plan"]
@@ -424,6 +450,7 @@ def markdown(doc: dict[str, Any], out: Path, base: Path) -> str:
     )
     levels = "; ".join(
         f"{lv['inputs']} x{lv['texts_per_request']} at c={','.join(map(str, lv['concurrency']))}"
+        + (f" ({lv['duration_s']:g} s each)" if "duration_s" in lv else "")
         for lv in plan["levels"]
     )
     verdict = {True: "met", False: "**not met**", None: "not measured"}
@@ -439,9 +466,12 @@ def markdown(doc: dict[str, Any], out: Path, base: Path) -> str:
         f"- Machine: {m['cpu']}, nproc {m['nproc']}, Python {m['python']}, {m['platform']}",
         f"- Load average at start (1/5/15 min): {_la(m['load_avg_at_start'])}",
         f"- Levels (closed loop): {levels}; {plan['duration_s']:g} s measured per level after "
-        f"{plan['warmup_s']:g} s warm-up. Raw ceiling: {plan['raw_seconds']:g} s per cell.",
+        f"{plan['warmup_s']:g} s warm-up (scaled with the level's duration). A level with no "
+        "successful request ran for its whole window on requests started during warm-up "
+        f"(each took longer than the window). Raw ceiling: {plan['raw_seconds']:g} s per cell.",
         f"- sluiceway settings overrides: {doc.get('sluiceway_settings') or 'none (defaults)'}",
         "",
+        *([warning, ""] if (warning := contention(doc)) else []),
         "## Targets",
         "",
         *_table(
