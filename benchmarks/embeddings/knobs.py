@@ -27,7 +27,7 @@ sys.path.insert(0, str(HERE))
 
 import msgspec  # noqa: E402
 from contenders import SLUICEWAY, say, sluiceway_toml, started  # noqa: E402
-from run import _CpuMeter, load_avg  # noqa: E402
+from procs import CpuMeter, load_avg  # noqa: E402
 
 from sluiceway.bench import workloads  # noqa: E402
 from sluiceway.bench.loadgen import Target, run_closed  # noqa: E402
@@ -53,7 +53,7 @@ async def _one(
         workload = workloads.embeddings(SLUICEWAY.model, args.inputs, 1, seed=0)
         target = Target(server.url + workload.path, timeout=60.0)
         for level in args.levels:
-            cpu = _CpuMeter(server.pid)
+            cpu = CpuMeter(server.pid)
             run = await run_closed(
                 target, workload, level, duration=args.duration, warmup=args.warmup
             )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -153,3 +154,31 @@ def machine_busy_seconds() -> float:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
     return (user + nice + system + irq + softirq + steal) / TICKS
+
+
+def load_avg() -> list[float]:
+    return [round(v, 2) for v in os.getloadavg()]
+
+
+class CpuMeter:
+    """CPU used while a level runs, in % of one core: the server's process tree, this process
+    (the load generator) and everything else on the machine (other users: contention)."""
+
+    def __init__(self, pid: int) -> None:
+        self._pid = pid
+        self._server = tree_cpu_by_pid(pid)
+        self._client = time.process_time()
+        self._busy = machine_busy_seconds()
+        self._wall = time.perf_counter()
+
+    def read(self) -> dict[str, float]:
+        wall = time.perf_counter() - self._wall
+        server = cpu_since(self._pid, self._server)
+        client = time.process_time() - self._client
+        others = max(0.0, machine_busy_seconds() - self._busy - server - client)
+        others = min(others, wall * (os.cpu_count() or 1))  # server CPU is a lower bound
+        return {
+            "server_cpu_pct": round(100 * server / wall, 1),
+            "client_cpu_pct": round(100 * client / wall, 1),
+            "others_cpu_pct": round(100 * others / wall, 1),
+        }

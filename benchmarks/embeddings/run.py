@@ -13,7 +13,7 @@ load at once); the load generator (``sluiceway.bench``) runs in this process, on
 - ``naive`` / ``gunicorn``: the naive FastAPI service, 1 uvicorn worker / Gunicorn 2 workers;
 - ``infinity``: Infinity's ONNX (optimum) engine on the same model file;
 - ``overload``: sluiceway with ``max_queue_items = 64`` under open-loop Poisson arrivals at
-  2x sluiceway's measured saturation throughput (200s vs 429s).
+  2x sluiceway's measured saturation throughput (4x if nothing was refused; 200s vs 429s).
 
 The same model file and the same input sets for all (short 15 tokens, long 130, mixed 8..250;
 ``sluiceway.bench.workloads``). Peak RSS/PSS of each server's whole process tree is sampled
@@ -44,10 +44,10 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import markdown  # noqa: E402
 import msgspec  # noqa: E402
-import numpy as np  # noqa: E402
 import plots  # noqa: E402
-import tables  # noqa: E402
+import targets  # noqa: E402
 from contenders import (  # noqa: E402
     CONTENDERS,
     ROOT,
@@ -60,14 +60,13 @@ from contenders import (  # noqa: E402
     sluiceway_toml,
     started,
 )
-from procs import TreeSampler, cpu_since, machine_busy_seconds, tree_cpu_by_pid  # noqa: E402
+from overload import bench_overload  # noqa: E402
+from procs import CpuMeter, TreeSampler, load_avg  # noqa: E402
 
 from sluiceway.bench import workloads  # noqa: E402
-from sluiceway.bench.loadgen import Target, preflight, run_closed, run_open  # noqa: E402
+from sluiceway.bench.loadgen import Target, preflight, run_closed  # noqa: E402
 from sluiceway.bench.report import (  # noqa: E402
-    RunResult,
     format_brief,
-    percentiles,
     summarize,
 )
 
@@ -83,7 +82,6 @@ FULL_PLAN: Plan = [
     ("mixed", 32, [1, 4], 2.0),
 ]
 QUICK_PLAN: Plan = [("short", 1, [1, 16, 64], 1.0), ("long", 1, [16], 1.0), ("mixed", 32, [1], 2.0)]
-OVERLOAD_QUEUE = 64
 
 
 def machine() -> dict[str, Any]:
@@ -102,10 +100,6 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "load_avg_at_start": load_avg(),
     }
-
-
-def load_avg() -> list[float]:
-    return [round(v, 2) for v in os.getloadavg()]
 
 
 # --- raw ceiling ----------------------------------------------------------------------------
@@ -143,30 +137,6 @@ def run_raw(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
 # --- closed-loop sweep of one server ----------------------------------------------------------
 
 
-class _CpuMeter:
-    """CPU used while a level runs, in % of one core: the server's process tree, this process
-    (the load generator) and everything else on the machine (other users: contention)."""
-
-    def __init__(self, pid: int) -> None:
-        self._pid = pid
-        self._server = tree_cpu_by_pid(pid)
-        self._client = time.process_time()
-        self._busy = machine_busy_seconds()
-        self._wall = time.perf_counter()
-
-    def read(self) -> dict[str, float]:
-        wall = time.perf_counter() - self._wall
-        server = cpu_since(self._pid, self._server)
-        client = time.process_time() - self._client
-        others = max(0.0, machine_busy_seconds() - self._busy - server - client)
-        others = min(others, wall * (os.cpu_count() or 1))  # server CPU is a lower bound
-        return {
-            "server_cpu_pct": round(100 * server / wall, 1),
-            "client_cpu_pct": round(100 * client / wall, 1),
-            "others_cpu_pct": round(100 * others / wall, 1),
-        }
-
-
 async def _level(
     target: Target,
     workload: workloads.Workload,
@@ -176,7 +146,7 @@ async def _level(
     duration: float,
     warmup: float,
 ) -> dict[str, Any]:
-    cpu = _CpuMeter(pid)
+    cpu = CpuMeter(pid)
     run = await run_closed(target, workload, level, duration=duration, warmup=warmup)
     summary = summarize(run)
     row = summary.to_dict() | cpu.read()
@@ -238,78 +208,6 @@ async def bench_server(
     say(
         f"   peak RSS {entry['memory']['peak_rss_mib']} MiB (PSS {entry['memory']['peak_pss_mib']})"
     )
-    return entry
-
-
-# --- overload -------------------------------------------------------------------------------
-
-
-def _split(run: RunResult) -> dict[str, Any]:
-    """Counts and latency percentiles of 200s, 429s and everything else."""
-    lat_ms = run.latency * 1e3
-    out: dict[str, Any] = {}
-    for name, mask in (
-        ("ok", run.status == 200),
-        ("refused_429", run.status == 429),
-        ("other", (run.status != 200) & (run.status != 429)),
-    ):
-        out[name] = {
-            "count": int(np.count_nonzero(mask)),
-            "latency_ms": {
-                k: round(v, 3) for k, v in percentiles(lat_ms[mask], (50.0, 99.0, 100.0)).items()
-            },
-        }
-    kinds, counts = np.unique(run.status[run.status != 200], return_counts=True)
-    out["statuses"] = {str(int(k)): int(c) for k, c in zip(kinds, counts, strict=True)}
-    return out
-
-
-async def bench_overload(
-    saturation_rps: float | None, args: argparse.Namespace, workdir: Path
-) -> dict[str, Any]:
-    before = load_avg()
-    say(f"== overload: sluiceway with max_queue_items={OVERLOAD_QUEUE} (load average {before})")
-    config = sluiceway_toml(dict(_pairs(args.set)), max_queue_items=OVERLOAD_QUEUE)
-    contender = Contender(
-        "overload", "sluiceway serve (overload)", "sluiceway", SLUICEWAY.model, SLUICEWAY.ready_path
-    )
-    workload = workloads.embeddings(contender.model, "short", 1, seed=0)
-    entry: dict[str, Any] = {"load_avg_before": before, "max_queue_items": OVERLOAD_QUEUE}
-    try:
-        async with started(contender, workdir, config_text=config) as server:
-            target = Target(server.url + workload.path, timeout=args.timeout)
-            # Saturation measured here and now (the machine's load may have changed since the
-            # sweep); the sweep's figure, when there is one, if it was higher.
-            probe = await run_closed(target, workload, 64, duration=args.duration, warmup=1.0)
-            here = summarize(probe).throughput_rps
-            entry["saturation_here_rps"] = round(here, 2)
-            entry["saturation_sweep_rps"] = saturation_rps
-            saturation_rps = max(here, saturation_rps or 0.0)
-            rate = round(2 * saturation_rps, 1)
-            say(f"   open loop at {rate:g} req/s (2 x {saturation_rps:.1f})")
-            cpu = _CpuMeter(server.pid)
-            run = await run_open(
-                target,
-                workload,
-                rate,
-                duration=args.overload_duration,
-                warmup=args.warmup,
-                max_outstanding=4096,
-                seed=1,
-            )
-            summary = summarize(run)
-            say(f"   {format_brief(summary)}")
-            entry |= cpu.read() | {
-                "saturation_rps": round(saturation_rps, 2),
-                "offered_rps": rate,
-                "duration_s": args.overload_duration,
-                "summary": summary.to_dict(),
-                "split": _split(run),
-                "memory": server.memory.statistics(),
-            }
-    except RuntimeError as exc:
-        say(f"   FAILED: {exc}")
-        entry["skipped"] = str(exc).splitlines()[0]
     return entry
 
 
@@ -427,8 +325,16 @@ async def main_async(args: argparse.Namespace, parts: list[str], workdir: Path) 
             doc["contenders"][contender.name] = await bench_server(contender, plan, args, workdir)
             _save(doc, json_path)
     if "overload" in parts:
-        doc["overload"] = await bench_overload(_saturation(doc), args, workdir)
-    doc["targets"] = tables.targets(doc)
+        doc["overload"] = await bench_overload(
+            _saturation(doc),
+            dict(_pairs(args.set)),
+            workdir,
+            request_timeout=args.timeout,
+            probe_seconds=args.duration,
+            duration=args.overload_duration,
+            warmup=args.warmup,
+        )
+    doc["targets"] = targets.targets(doc)
     _save(doc, json_path)
     return doc
 
@@ -452,7 +358,7 @@ def main() -> int:
         args.markdown = HERE / "RESULTS.md" if default_out else args.out / "RESULTS.md"
     if args.report_only:
         doc = msgspec.json.decode((args.out / "embeddings.json").read_bytes())
-        doc["targets"] = tables.targets(doc)
+        doc["targets"] = targets.targets(doc)
         _report(doc, args)
         return 0
     workdir = Path(tempfile.mkdtemp(prefix="sluiceway-embeddings-bench-"))
@@ -473,10 +379,10 @@ def main() -> int:
 
 def _report(doc: dict[str, Any], args: argparse.Namespace) -> None:
     written = plots.draw_all(doc, args.out)
-    args.markdown.write_text(tables.markdown(doc, args.out, args.markdown.parent))
+    args.markdown.write_text(markdown.markdown(doc, args.out, args.markdown.parent))
     names = ", ".join(p.name for p in written)
     say(f"wrote {args.out / 'embeddings.json'}, {names}, {args.markdown}")
-    for line in tables.target_lines(doc["targets"]):
+    for line in targets.target_lines(doc["targets"]):
         say(line)
 
 
