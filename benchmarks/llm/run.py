@@ -209,6 +209,8 @@ def start_llama_server(path: str, port: int, threads: int, n_ctx: int) -> Any:
             str(BENCH_PY), "-m", "llama_cpp.server", "--model", path, "--model_alias", MODEL,
             "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(n_ctx),
             "--n_threads", str(threads), "--n_threads_batch", str(threads), "--n_batch", "256",
+            # Serve requests one after another instead of aborting the running stream.
+            "--interrupt_requests", "False",
         ],
         stdout=subprocess.DEVNULL, stderr=open(HERE / "results" / "llama_cpp_server.log", "w"),
     )  # fmt: skip

@@ -170,3 +170,29 @@ def test_stop_sequence_ends_generation(weights: LlamaWeights, decoder: LlamaDeco
     assert sink.end.reason == "stop"
     assert stop not in sink.text()
     assert text.startswith(sink.text())
+
+
+def test_lanes_decode_in_parallel_contexts(weights: LlamaWeights) -> None:
+    from sluiceway.engines.llama_lanes import DecoderLanes
+
+    lanes = DecoderLanes(
+        [
+            LlamaDecoder(
+                weights, slots=1, n_ctx=256, n_threads=1, n_batch=32, name=f"l{i}", lanes=2
+            )
+            for i in range(2)
+        ]
+    )
+    assert (lanes.slots, lanes.lanes) == (2, 2)
+    lanes.start()
+    try:
+        sinks = [Sink(), Sink()]
+        for slot, sink in enumerate(sinks):
+            lanes.submit(job(weights, sink, "Count: one, two,", slot=slot, max_tokens=6))
+        for sink in sinks:
+            assert sink.finished.wait(30)
+        assert sinks[0].text() == sinks[1].text()
+        stats = lanes.statistics()
+        assert stats["generated_tokens"] == 12 and stats["lanes"] == 2
+    finally:
+        lanes.close()

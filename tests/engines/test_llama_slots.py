@@ -56,3 +56,17 @@ def test_busy_slots_are_never_granted() -> None:
     assert t.acquire([1, 2, 3]) == Grant(0, 2)
     assert t.acquire([1, 2, 3]) is None
     assert t.busy == 2
+
+
+def test_equal_prefixes_go_to_the_least_busy_lane() -> None:
+    t = SlotTable(4, lanes=2)  # lane 0: slots 0 and 2; lane 1: slots 1 and 3
+    assert t.acquire([1]) == Grant(0, 0)
+    assert t.acquire([2]) == Grant(1, 0)  # lane 1 is idle, lane 0 is not
+    t.release(1, (2,))
+    g = t.acquire([3])
+    assert g is not None and g.slot % 2 == 1  # lane 1 again: lane 0 is still busy
+    t.release(g.slot, (3,))
+    t.release(0, (7, 7, 7))
+    # A shared prefix beats lane load and recency.
+    assert t.acquire([9, 9]) is not None
+    assert t.acquire([7, 7, 7, 8]) == Grant(0, 3)

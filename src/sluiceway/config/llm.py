@@ -12,10 +12,10 @@ class LlamaModelSettings(
 ):
     """A GGUF model run in-process by llama-cpp-python (completions and chat).
 
-    All slots live in one llama.cpp context (one sequence each, one shared KV buffer per
-    sequence) decoded by one dedicated thread: each step decodes one token of every active
-    slot in a single batch (continuous batching), so concurrent requests share each pass over
-    the weights. A slot keeps its KV cache between requests for prefix reuse.
+    Slots are spread over ``lanes``: each lane is one llama.cpp context (one sequence and KV
+    cache per slot) decoded by its own thread, and each step of a lane decodes the next token
+    of all its active slots in one batch (continuous batching). Every lane reads the same
+    memory-mapped weights. A slot keeps its KV cache between requests for prefix reuse.
     """
 
     id: str
@@ -24,9 +24,12 @@ class LlamaModelSettings(
     aliases: tuple[str, ...] = ()
     #: Context size of each slot (prompt + generated tokens).
     n_ctx: int = 2048
-    #: Threads llama.cpp uses per decode step.
-    n_threads: int = 2
-    #: Concurrent sequences; each keeps its KV cache between requests.
+    #: Threads llama.cpp uses per decode step in each lane; 0 = one per two cores (at least
+    #: one). llama.cpp's threads spin at barriers and slow down badly when they share cores.
+    n_threads: int = 0
+    #: Contexts decoding in parallel, each on its own thread; 0 = cores // n_threads.
+    lanes: int = 0
+    #: Concurrent requests in all (spread over the lanes, rounded up to a multiple of them).
     slots: int = 4
     #: Most prompt tokens decoded in one step (long prompts are split; generation of the
     #: other slots continues between the chunks).
@@ -41,9 +44,12 @@ class LlamaModelSettings(
     stream_window: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("n_ctx", "n_threads", "slots", "n_batch", "max_queue", "stream_window"):
+        for name in ("n_ctx", "slots", "n_batch", "max_queue", "stream_window"):
             if getattr(self, name) < 1:
                 raise ValueError(f"model {self.id!r}: {name} must be at least 1")
+        for name in ("n_threads", "lanes"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"model {self.id!r}: {name} must be 0 (auto) or more")
         if self.default_max_tokens < 1:
             raise ValueError(f"model {self.id!r}: default_max_tokens must be at least 1")
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,9 +56,12 @@ class LlamaDecoder:
         n_threads: int,
         n_batch: int,
         name: str,
+        lanes: int = 1,
     ) -> None:
         self._weights = weights
         self._slots = slots
+        #: In a lane of ``lanes``, slot ``s`` is this context's sequence ``s // lanes``.
+        self._stride = lanes
         self._n_batch = max(n_batch, slots)
         self._name = name
         params = llama_cpp.llama_context_default_params()
@@ -86,12 +90,18 @@ class LlamaDecoder:
         self._prompt_decoded = 0
         self._generated = 0
         self._failed = 0
+        self._decode_ns = 0
+        self._batched_tokens = 0
 
     # --- any thread ------------------------------------------------------------------------
 
     @property
     def slots(self) -> int:
         return self._slots
+
+    @property
+    def lanes(self) -> int:
+        return 1
 
     @property
     def n_ctx(self) -> int:
@@ -133,6 +143,8 @@ class LlamaDecoder:
             "prompt_tokens_decoded": self._prompt_decoded,
             "generated_tokens": self._generated,
             "failed_jobs": self._failed,
+            "batched_tokens": self._batched_tokens,
+            "decode_ms": self._decode_ns // 1_000_000,
         }
 
     def __repr__(self) -> str:
@@ -176,7 +188,7 @@ class LlamaDecoder:
             _emit(job, Finished("error", "", 0, (), error=f"slot {job.slot} is busy"))
             return
         reuse = max(0, min(job.reuse, len(job.prompt) - 1))
-        llama_cpp.llama_memory_seq_rm(self._memory, job.slot, reuse, -1)
+        llama_cpp.llama_memory_seq_rm(self._memory, job.slot // self._stride, reuse, -1)
         seq = _Sequence(
             job=job,
             tokens=list(job.prompt),
@@ -196,7 +208,7 @@ class LlamaDecoder:
             take = min(todo, self._n_batch - n)
             if take <= 0:
                 break
-            slot = seq.job.slot
+            slot = seq.job.slot // self._stride
             for k in range(take):
                 pos = seq.n_past + k
                 batch.token[n] = seq.tokens[pos]
@@ -212,8 +224,11 @@ class LlamaDecoder:
             planned.append((seq, take))
         batch.n_tokens = n
         self._steps += 1
+        self._batched_tokens += n
         try:
+            start = time.perf_counter_ns()
             rc = llama_cpp.llama_decode(self._ctx, batch)
+            self._decode_ns += time.perf_counter_ns() - start
             if rc != 0:
                 raise RuntimeError(f"llama_decode returned {rc}")
         except Exception as e:
@@ -270,7 +285,7 @@ class LlamaDecoder:
         free_sampler(seq.sampler)
         if reason == "error":
             self._failed += 1
-            llama_cpp.llama_memory_seq_rm(self._memory, job.slot, -1, -1)
+            llama_cpp.llama_memory_seq_rm(self._memory, job.slot // self._stride, -1, -1)
             cached: tuple[int, ...] = ()
         else:
             cached = tuple(seq.tokens[: seq.n_past])

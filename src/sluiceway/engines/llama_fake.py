@@ -58,6 +58,10 @@ class FakeDecoder:
         return self.n_slots
 
     @property
+    def lanes(self) -> int:
+        return 1
+
+    @property
     def n_ctx(self) -> int:
         return self.context
 

@@ -105,6 +105,11 @@ class Decoder(Protocol):
     def slots(self) -> int: ...
 
     @property
+    def lanes(self) -> int:
+        """Slots ``s`` and ``t`` decode in parallel when ``s % lanes != t % lanes``."""
+        ...
+
+    @property
     def n_ctx(self) -> int:
         """Tokens per slot (prompt + generated)."""
         ...

@@ -1,8 +1,9 @@
 """Which slot serves a prompt: pure bookkeeping of what each slot's KV cache holds.
 
 A new request goes to the free slot whose cached tokens share the longest prefix with its
-prompt (that prefix is not decoded again); when no free slot shares anything, to the least
-recently used one, whose cache is the least likely to be asked for again. At least the last
+prompt (that prefix is not decoded again); among equals, to the slot of the least busy lane
+(lanes decode in parallel), then to the least recently used one, whose cache is the least
+likely to be asked for again. At least the last
 prompt token is always decoded, because its logits are needed to sample.
 """
 
@@ -31,9 +32,11 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 class SlotTable:
     """Free/busy state, cached tokens and last use of every slot. Sync; used on the loop."""
 
-    __slots__ = ("_busy", "_cached", "_last_used", "_tick", "reused_tokens")
+    __slots__ = ("_busy", "_cached", "_lanes", "_last_used", "_tick", "reused_tokens")
 
-    def __init__(self, slots: int) -> None:
+    def __init__(self, slots: int, lanes: int = 1) -> None:
+        #: Slot ``s`` belongs to lane ``s % lanes``.
+        self._lanes = lanes
         self._busy = [False] * slots
         self._cached: list[tuple[int, ...]] = [()] * slots
         self._last_used = [0] * slots
@@ -43,13 +46,16 @@ class SlotTable:
     def acquire(self, prompt: Sequence[int]) -> Grant | None:
         """The best free slot for ``prompt`` (now busy), or None if every slot is busy."""
         best: Grant | None = None
-        best_key: tuple[int, int] | None = None
+        best_key: tuple[int, int, int] | None = None
         limit = max(len(prompt) - 1, 0)
+        load = [0] * self._lanes
+        for slot, busy in enumerate(self._busy):
+            load[slot % self._lanes] += busy
         for slot, busy in enumerate(self._busy):
             if busy:
                 continue
             shared = min(common_prefix(self._cached[slot], prompt), limit)
-            key = (shared, -self._last_used[slot])
+            key = (shared, -load[slot % self._lanes], -self._last_used[slot])
             if best_key is None or key > best_key:
                 best, best_key = Grant(slot, shared), key
         if best is not None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -33,20 +34,13 @@ from sluiceway.engines.llama_job import (
     Decoder,
     Event,
     Finished,
-    Piece,
     Sampling,
     Tokenizer,
-    TokenLogprob,
 )
 from sluiceway.engines.llama_slots import Grant, SlotTable
-from sluiceway.errors import (
-    EngineError,
-    InvalidRequest,
-    Overloaded,
-    RequestTimeout,
-    Unavailable,
-)
+from sluiceway.errors import InvalidRequest, Overloaded, RequestTimeout, Unavailable
 from sluiceway.providers.base import ModelCard, Service, ServiceContext
+from sluiceway.providers.generation_stream import Delta, Generation, GenerationMetrics
 
 log = logging.getLogger(__name__)
 
@@ -83,14 +77,6 @@ class GenerateOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class Delta:
-    """Text released by one or more generated tokens (may be empty) and the token's logprob."""
-
-    text: str
-    logprob: TokenLogprob | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class _Tokenized:
     ids: list[int]
     text: str
@@ -100,25 +86,42 @@ class _Tokenized:
 DecoderLoader = Callable[[LlamaModelSettings], tuple[Tokenizer, Decoder]]
 
 
+def layout(settings: LlamaModelSettings, cores: int) -> tuple[int, int, int]:
+    """(threads per lane, lanes, slots per lane) for ``settings`` on ``cores`` cores."""
+    threads = settings.n_threads or max(1, cores // 2)
+    lanes = settings.lanes or max(1, cores // threads)
+    lanes = min(lanes, settings.slots)
+    return threads, lanes, -(-settings.slots // lanes)
+
+
 def load_llama(settings: LlamaModelSettings) -> tuple[Tokenizer, Decoder]:
-    """The real loader: map the GGUF file and create the slots' context."""
+    """The real loader: map the GGUF file and create each lane's context."""
     from sluiceway.engines.llama_decoder import LlamaDecoder
+    from sluiceway.engines.llama_lanes import DecoderLanes
     from sluiceway.engines.llama_model import LlamaWeights
 
+    threads, lanes, per_lane = layout(settings, os.cpu_count() or 1)
     weights = LlamaWeights(str(resolve_file(settings.gguf)), chat_template=settings.chat_template)
+    decoders: list[Decoder] = []
     try:
-        decoder = LlamaDecoder(
-            weights,
-            slots=settings.slots,
-            n_ctx=settings.n_ctx,
-            n_threads=settings.n_threads,
-            n_batch=settings.n_batch,
-            name=settings.id,
-        )
+        for lane in range(lanes):
+            decoders.append(
+                LlamaDecoder(
+                    weights,
+                    slots=per_lane,
+                    n_ctx=settings.n_ctx,
+                    n_threads=threads,
+                    n_batch=settings.n_batch,
+                    name=f"{settings.id}-{lane}",
+                    lanes=lanes,
+                )
+            )
     except BaseException:
+        for decoder in decoders:
+            decoder.close()
         weights.close()
         raise
-    return weights, decoder
+    return weights, decoders[0] if lanes == 1 else DecoderLanes(decoders)
 
 
 class Generator(Protocol):
@@ -133,119 +136,10 @@ class GeneratorService(Service, Generator, Protocol):
     """A served model that generates text."""
 
 
-class Generation:
-    """One running request, seen from the loop: async-iterate it for :class:`Delta` values.
-
-    After the iteration ends, ``finish_reason`` is ``"stop"`` or ``"length"`` and
-    ``completion_tokens`` counts the generated tokens.
-    """
-
-    def __init__(
-        self,
-        service: LlamaGeneratorService,
-        job: DecodeJob,
-        prompt: _Tokenized,
-        cached_tokens: int,
-        deadline: float,
-        started: float,
-        echo: bool = False,
-    ) -> None:
-        self._service = service
-        self._job = job
-        self._queue: asyncio.Queue[Event] = asyncio.Queue()
-        self.prompt_tokens = len(prompt.ids)
-        self.prompt_text = prompt.text
-        self.echo = echo
-        self.cached_tokens = cached_tokens
-        self.deadline = deadline
-        self._started = started
-        self._last: float | None = None
-        self.finish_reason: str | None = None
-        self.completion_tokens = 0
-        self.done = False
-
-    def token_bytes(self, token: int) -> bytes:
-        """The bytes of one of the model's tokens (for logprobs)."""
-        return self._service.tokenizer.piece(token)
-
-    def __aiter__(self) -> Generation:
-        return self
-
-    async def __anext__(self) -> Delta:
-        if self.done:
-            raise StopAsyncIteration
-        service = self._service
-        remaining = self.deadline - service.clock.now()
-        try:
-            if remaining <= 0:
-                raise TimeoutError
-            async with asyncio.timeout(remaining):
-                event = await self._queue.get()
-        except TimeoutError:
-            self.cancel()
-            raise RequestTimeout("the request's deadline passed while generating") from None
-        self._tick(event)
-        if isinstance(event, Piece):
-            job = self._job
-            job.consumed += 1
-            if job.emitted - job.consumed == job.window - 1:
-                service.decoder.wake()  # it may have paused this slot for us
-            return Delta(event.text, event.logprob)
-        self.done = True
-        self.completion_tokens = event.completion_tokens
-        if event.reason == "error":
-            raise EngineError(event.error or "the model failed on this request")
-        if event.reason == "cancelled":
-            raise Unavailable("the model shut down while generating")
-        self.finish_reason = event.reason
-        if event.text or event.logprob is not None:
-            return Delta(event.text, event.logprob)
-        raise StopAsyncIteration
-
-    def _tick(self, event: Event) -> None:
-        if isinstance(event, Finished) and event.completion_tokens == 0:
-            return
-        now = self._service.clock.now()
-        m = self._service.metrics
-        if self._last is None:
-            m.ttft.observe(now - self._started)
-        else:
-            m.inter_token.observe(now - self._last)
-        self._last = now
-
-    def deliver(self, event: Event) -> None:
-        """On the loop: an event from the decode thread."""
-        self._queue.put_nowait(event)
-
-    def cancel(self) -> None:
-        if not self.done:
-            self.done = True
-            self._job.cancelled = True
-            self._service.decoder.wake()
-
-    def __repr__(self) -> str:
-        return (
-            f"Generation(slot={self._job.slot}, prompt={self.prompt_tokens}, "
-            f"cached={self.cached_tokens}, emitted={self._job.emitted}, done={self.done})"
-        )
-
-
 @dataclass(slots=True, eq=False)
 class _Waiter:
     prompt: list[int]
     future: asyncio.Future[Grant]
-
-
-class _Metrics:
-    def __init__(self, ctx: ServiceContext, model: str) -> None:
-        m = ctx.metrics
-        self.ttft = m.ttft.labels(model, "local")
-        self.inter_token = m.inter_token.labels(model)
-        self.generated = m.generated_tokens.labels(model)
-        self.cached = m.cached_prompt_tokens.labels(model)
-        self.prompt = m.input_tokens.labels(model)
-        self.busy = m.busy_slots.labels(model)
-        self.queue = m.queue_depth.labels(model)
 
 
 class LlamaGeneratorService:
@@ -259,7 +153,7 @@ class LlamaGeneratorService:
     ) -> None:
         self.settings = settings
         self.clock = ctx.clock
-        self.metrics = _Metrics(ctx, settings.id)
+        self.metrics = GenerationMetrics(ctx.metrics, settings.id)
         self._loader = loader
         self._tok_executor = ThreadPoolExecutor(1, thread_name_prefix=f"tokenize-{settings.id}")
         self._tokenizer: Tokenizer | None = None
@@ -298,7 +192,7 @@ class LlamaGeneratorService:
     async def start(self) -> None:
         tokenizer, decoder = await asyncio.to_thread(self._loader, self.settings)
         self._tokenizer, self._decoder = tokenizer, decoder
-        self._table = SlotTable(decoder.slots)
+        self._table = SlotTable(decoder.slots, decoder.lanes)
         decoder.start()
         # Warm up: the first decode allocates llama.cpp's compute buffers.
         async with self.generate(
@@ -306,7 +200,7 @@ class LlamaGeneratorService:
         ) as gen:
             async for _ in gen:
                 pass
-        self._table = SlotTable(decoder.slots)  # forget the warm-up prompt
+        self._table = SlotTable(decoder.slots, decoder.lanes)  # forget warm-up
         log.info("model %s ready: %r", self.settings.id, decoder)
 
     async def run(self) -> None:
@@ -424,7 +318,17 @@ class LlamaGeneratorService:
             window=self.settings.stream_window,
         )
         generation = Generation(
-            self, job, prompt, grant.reuse, deadline, started, echo=options.echo
+            job,
+            decoder,
+            self.tokenizer,
+            self.clock,
+            self.metrics,
+            prompt_tokens=len(prompt.ids),
+            prompt_text=prompt.text,
+            cached_tokens=grant.reuse,
+            deadline=deadline,
+            started=started,
+            echo=options.echo,
         )
         holder.append(generation)
         self.metrics.busy.set(self._table.busy)
@@ -539,3 +443,19 @@ class LlamaGeneratorService:
 
 def build_generator(settings: LlamaModelSettings, ctx: ServiceContext) -> GeneratorService:
     return LlamaGeneratorService(settings, ctx)
+
+
+__all__ = [
+    "ChatPrompt",
+    "Delta",
+    "GenerateOptions",
+    "Generation",
+    "Generator",
+    "GeneratorService",
+    "LlamaGeneratorService",
+    "Prompt",
+    "TextPrompt",
+    "TokenPrompt",
+    "build_generator",
+    "load_llama",
+]
