@@ -49,7 +49,7 @@ class BatchingSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     #: Most inputs the engine runs in one batch.
     max_batch_size: int = 32
     #: Most padded tokens in one batch, priced as longest input x count.
-    max_batch_tokens: int = 8192
+    max_batch_tokens: int = 4096
     #: How long the first waiting input holds the batch open for company.
     max_wait_ms: float = 2.0
     #: Most padding in a batch, as a share of its padded tokens; longer and shorter inputs
