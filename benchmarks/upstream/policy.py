@@ -92,7 +92,12 @@ def _row(
     prefill = sum(s["prefill_tokens"] for s in stats)
     per_backend = [s["requests"] for s in stats]
     sent = recorded.sent_bodies()
-    oracle = oracle_hit_rate(sent, int(SIMULATOR["block_tokens"]))
+    oracle = oracle_hit_rate(
+        sent,
+        int(SIMULATOR["block_tokens"]),
+        overhead_ms=SIMULATOR["overhead_ms"],
+        us_per_token=SIMULATOR["prefill_us_per_token"],
+    )
     oracle["partitioned_hit_rate"] = partitioned_hit_rate(
         sent,
         int(SIMULATOR["block_tokens"]),

@@ -43,8 +43,10 @@ def policy_table(rows: Sequence[dict[str, Any]], workload: str) -> str:
         )
     if oracle is not None:
         lines.append(
-            f"| oracle (one unbounded cache) | {oracle['hit_rate']:.1%} | 100% "
-            f"| {oracle['prefill_tokens']:,} | 0 | | | | | | | |"
+            f"| oracle (one unbounded cache; TTFT = prefill floor, no queueing) "
+            f"| {oracle['hit_rate']:.1%} | 100% | {oracle['prefill_tokens']:,} | 0 "
+            f"| {_f(oracle.get('ttft_floor_p50_ms', float('nan')))} "
+            f"| {_f(oracle.get('ttft_floor_p99_ms', float('nan')))} | | | | | |"
         )
         if "partitioned_hit_rate" in oracle:
             lines.append(
