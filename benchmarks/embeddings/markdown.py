@@ -13,7 +13,9 @@ from targets import (
     p99_of,
     peak_rss_of,
     peak_run,
+    rate,
     ratio_of,
+    rps,
     runs_of,
 )
 
@@ -27,9 +29,15 @@ def _la(values: list[float] | None) -> str:
     return " / ".join(f"{v:.2f}" for v in values) if values else "-"
 
 
+def _time(entry: dict[str, Any]) -> str:
+    started = entry.get("started_at")
+    return started[11:19] if isinstance(started, str) else "-"
+
+
 def _summary(doc: dict[str, Any]) -> list[str]:
     head = [
         "contender",
+        "started (UTC)",
         "load avg before (1/5/15 min)",
         "peak RSS MiB",
         "peak PSS MiB",
@@ -47,9 +55,10 @@ def _summary(doc: dict[str, Any]) -> list[str]:
             rows.append(
                 [
                     entry["label"],
+                    _time(entry),
                     _la(entry.get("load_avg_before")),
                     "skipped: " + entry["skipped"],
-                    *["-"] * (len(head) - 3),
+                    *["-"] * (len(head) - 4),
                 ]
             )
             continue
@@ -63,15 +72,16 @@ def _summary(doc: dict[str, Any]) -> list[str]:
         rows.append(
             [
                 entry["label"],
+                _time(entry),
                 _la(entry.get("load_avg_before")),
                 num(mem.get("peak_rss_mib"), 0),
                 num(mem.get("peak_pss_mib"), 0),
-                f"{num(peak['items_per_s'], 1)} (c={peak['load']:g})" if peak else "-",
+                f"{num(rate(peak), 1)} (c={peak['load']:g})" if peak else "-",
                 f"{num(c1['latency_ms']['p50'])} / {num(c1['latency_ms']['p99'])}" if c1 else "-",
-                num(c64["items_per_s"], 1) if c64 else "-",
+                num(rate(c64), 1) if c64 else "-",
                 num(c64["latency_ms"]["p99"], 1) if c64 else "-",
-                num(long64["items_per_s"], 1) if long64 else "-",
-                num(mixed["items_per_s"], 1) if mixed else "-",
+                num(rate(long64), 1) if long64 else "-",
+                num(rate(mixed), 1) if mixed else "-",
                 num(others, 0),
             ]
         )
@@ -143,6 +153,7 @@ def _workload(doc: dict[str, Any], workload: str) -> list[str]:
         "c",
         "items/s",
         "req/s",
+        "items/s (per-sample)",
         "p50 ms",
         "p99 ms",
         "errors",
@@ -159,8 +170,9 @@ def _workload(doc: dict[str, Any], workload: str) -> list[str]:
                 [
                     entry["label"],
                     f"{r['load']:g}",
+                    num(rate(r), 1),
+                    num(rps(r), 1),
                     num(r["items_per_s"], 1),
-                    num(r["throughput_rps"], 1),
                     num(lat["p50"]),
                     num(lat["p99"]),
                     str(r["errors"]),
@@ -263,6 +275,14 @@ def markdown(doc: dict[str, Any], out: Path, base: Path) -> str:
         "successful request ran for its whole window on requests started during warm-up "
         f"(each took longer than the window). Raw ceiling: {plan['raw_seconds']:g} s per cell.",
         f"- sluiceway settings overrides: {doc.get('sluiceway_settings') or 'none (defaults)'}",
+        *(
+            [
+                f"- Kept from an earlier run of the same mode (see each part's time and load "
+                f"average): {', '.join(doc['kept_from_earlier_run'])}"
+            ]
+            if doc.get("kept_from_earlier_run")
+            else []
+        ),
         "",
         *([warning, ""] if (warning := contention(doc)) else []),
         "## Targets",
@@ -277,6 +297,10 @@ def markdown(doc: dict[str, Any], out: Path, base: Path) -> str:
         "",
         "## Summary",
         "",
+        "Throughput (items/s, req/s): successful requests that finished inside the measured "
+        "window / window. The per-sample figure (requests started in the window, over the "
+        "window stretched to their completion) is in the workload tables; it is biased low "
+        "when latency is comparable to the window. "
         "Peak RSS/PSS: the server's whole process tree, sampled every 0.2 s from start to stop. "
         "Others' CPU: CPU used on the machine by processes other than the server and the load "
         "generator during a level (% of one core), i.e. contention from other users.",

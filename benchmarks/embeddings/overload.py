@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 from contenders import SLUICEWAY, Contender, say, sluiceway_toml, started
-from procs import CpuMeter, load_avg
+from procs import CpuMeter, load_avg, now
 
 from sluiceway.bench import workloads
 from sluiceway.bench.loadgen import Target, run_closed, run_open
@@ -56,14 +56,19 @@ async def bench_overload(
         "overload", "sluiceway serve (overload)", "sluiceway", SLUICEWAY.model, SLUICEWAY.ready_path
     )
     workload = workloads.embeddings(contender.model, "short", 1, seed=0)
-    entry: dict[str, Any] = {"load_avg_before": before, "max_queue_items": OVERLOAD_QUEUE}
+    entry: dict[str, Any] = {
+        "started_at": now(),
+        "load_avg_before": before,
+        "max_queue_items": OVERLOAD_QUEUE,
+    }
     try:
         async with started(contender, workdir, config_text=config) as server:
             target = Target(server.url + workload.path, timeout=request_timeout)
             # Saturation measured here and now (the machine's load may have changed since the
             # sweep); the sweep's figure, when there is one, if it was higher.
             probe = await run_closed(target, workload, 64, duration=probe_seconds, warmup=1.0)
-            here = summarize(probe).throughput_rps
+            probed = summarize(probe)
+            here = probed.window_throughput_rps or probed.throughput_rps
             entry["saturation_here_rps"] = round(here, 2)
             entry["saturation_sweep_rps"] = saturation_rps
             saturation_rps = max(here, saturation_rps or 0.0)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from targets import rate
+
 CDF_LEVEL = 64.0
 
 
@@ -33,7 +35,7 @@ def _workload_figure(doc: dict[str, Any], workload: str, inputs: str, path: Path
         levels = sorted({r["load"] for _, runs in series for r in runs})
         for label, runs in series:
             loads = [r["load"] for r in runs]
-            line = ax_t.plot(loads, [_num(r["items_per_s"]) for r in runs], "o-", label=label)
+            line = ax_t.plot(loads, [rate(r) for r in runs], "o-", label=label)
             color = line[0].get_color()
             ax_p.plot(
                 loads, [_num(r["latency_ms"]["p99"]) for r in runs], "o-", color=color, label=label

@@ -9,6 +9,7 @@ splits it between them, so both are reported.
 
 from __future__ import annotations
 
+import datetime
 import os
 import threading
 import time
@@ -154,6 +155,11 @@ def machine_busy_seconds() -> float:
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
     user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[:8])
     return (user + nice + system + irq + softirq + steal) / TICKS
+
+
+def now() -> str:
+    """UTC wall-clock time, ISO 8601 to the second."""
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
 
 
 def load_avg() -> list[float]:

@@ -61,7 +61,7 @@ from contenders import (  # noqa: E402
     started,
 )
 from overload import bench_overload  # noqa: E402
-from procs import CpuMeter, TreeSampler, load_avg  # noqa: E402
+from procs import CpuMeter, TreeSampler, load_avg, now  # noqa: E402
 
 from sluiceway.bench import workloads  # noqa: E402
 from sluiceway.bench.loadgen import Target, preflight, run_closed  # noqa: E402
@@ -127,6 +127,7 @@ def run_raw(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         return {"skipped": f"raw.py exited with status {code}", "load_avg_before": before}
     doc: dict[str, Any] = msgspec.json.decode(out.read_bytes())
     doc |= {
+        "started_at": now(),
         "load_avg_before": before,
         "memory": memory.statistics(),
         "seconds": round(time.monotonic() - began, 1),
@@ -151,8 +152,9 @@ async def _level(
     summary = summarize(run)
     row = summary.to_dict() | cpu.read()
     say(
-        f"   {workload.name} {format_brief(summary)}; CPU % server {row['server_cpu_pct']} "
-        f"client {row['client_cpu_pct']} others {row['others_cpu_pct']}"
+        f"   {workload.name} {format_brief(summary)}; in-window {targets.rate(row):.1f} items/s;"
+        f" CPU % server {row['server_cpu_pct']} client {row['client_cpu_pct']}"
+        f" others {row['others_cpu_pct']}"
     )
     return row
 
@@ -187,7 +189,11 @@ async def bench_server(
     contender: Contender, plan: Plan, args: argparse.Namespace, workdir: Path
 ) -> dict[str, Any]:
     before = load_avg()
-    entry: dict[str, Any] = {"label": contender.label, "load_avg_before": before}
+    entry: dict[str, Any] = {
+        "label": contender.label,
+        "started_at": now(),
+        "load_avg_before": before,
+    }
     if (why := contender.missing()) is not None:
         say(f"== {contender.name}: SKIPPED: {why}")
         return entry | {"skipped": why}
@@ -281,7 +287,7 @@ def _previous(path: Path, quick: bool) -> dict[str, Any]:
 def _saturation(doc: dict[str, Any]) -> float | None:
     entry = doc.get("contenders", {}).get("sluiceway", {})
     runs = entry.get("workloads", {}).get("embeddings/shortx1", [])
-    rates = [r["throughput_rps"] for r in runs]
+    rates = [targets.rps(r) for r in runs]
     return max(rates) if rates else None
 
 
@@ -289,6 +295,7 @@ async def main_async(args: argparse.Namespace, parts: list[str], workdir: Path) 
     plan = QUICK_PLAN if args.quick else FULL_PLAN
     json_path = args.out / "embeddings.json"
     doc = _previous(json_path, args.quick) if set(parts) != set(PARTS) else {}
+    kept = [p for p in PARTS if p not in parts and (p in doc or p in doc.get("contenders", {}))]
     doc |= {
         "schema": SCHEMA,
         "quick": args.quick,
@@ -311,6 +318,7 @@ async def main_async(args: argparse.Namespace, parts: list[str], workdir: Path) 
             "overload_duration_s": args.overload_duration,
         },
         "sluiceway_settings": dict(_pairs(args.set)),
+        "kept_from_earlier_run": kept,
     }
     doc.setdefault("contenders", {})
     say(

@@ -60,6 +60,10 @@ class _Samples:
     """Per-request numbers, appended as requests finish (lists: cheap appends)."""
 
     origin: float
+    #: End of the measured window (inf when bounded by a request count).
+    closes: float = math.inf
+    #: Successful requests that *finished* inside the window, whenever they started.
+    window_ok: int = 0
     start: list[float] = field(default_factory=list)
     latency: list[float] = field(default_factory=list)
     status: list[int] = field(default_factory=list)
@@ -85,6 +89,7 @@ class _Samples:
             chunks=np.asarray(self.chunks, dtype=np.int64),
             lag=np.asarray(self.lag, dtype=np.float64),
             dropped=dropped,
+            completed_in_window=None if math.isinf(self.closes) else self.window_ok,
         )
 
 
@@ -152,6 +157,8 @@ def _record(
     live.done += 1
     if not 200 <= status < 300:
         live.errors += 1
+    elif samples.origin <= end <= samples.closes:
+        samples.window_ok += 1
     if not measured:
         return
     samples.start.append(start)
@@ -185,7 +192,7 @@ async def run_closed(
     counter = itertools.count()
     measured_count = itertools.count()
     opened = time.perf_counter() + warmup
-    samples = _Samples(origin=opened)
+    samples = _Samples(origin=opened, closes=opened + duration if requests is None else math.inf)
     deadline = math.inf if requests is not None else opened + duration
 
     async def worker() -> None:
@@ -260,7 +267,7 @@ async def run_open(
 
     async with _session(target, max_outstanding) as session, showing_progress(live, progress):
         origin = time.perf_counter()
-        samples = _Samples(origin=origin + warmup)
+        samples = _Samples(origin=origin + warmup, closes=origin + warmup + duration)
         async with asyncio.TaskGroup() as tg:
             for index, offset in enumerate(offsets.tolist()):
                 scheduled = origin + offset

@@ -92,6 +92,10 @@ class RunResult:
     chunks: IntArray
     lag: FloatArray = field(default_factory=lambda: np.zeros(0))
     dropped: int = 0  # open loop: arrivals not sent because max_outstanding were in flight
+    #: Successful requests that finished inside the window, whenever they started (None when
+    #: the level was bounded by a request count). Unlike the per-sample figures it is not
+    #: biased low when latencies are comparable to the window.
+    completed_in_window: int | None = None
 
     @property
     def ok(self) -> npt.NDArray[np.bool_]:
@@ -127,6 +131,9 @@ class Summary:
     lag_ms: Mapping[str, float] | None
     bytes_received: int
     cdf_ms: tuple[tuple[float, float], ...]
+    #: Successful completions inside the window / window (steady-state rate; see RunResult).
+    window_throughput_rps: float | None = None
+    window_items_per_s: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON types; times rounded to the microsecond, NaN for "no sample"."""
@@ -149,7 +156,13 @@ class Summary:
             "lag_ms": None if self.lag_ms is None else _rounded(self.lag_ms),
             "bytes_received": self.bytes_received,
             "cdf_ms": [[q, round(v, 3)] for q, v in self.cdf_ms],
+            "window_throughput_rps": _round_or_none(self.window_throughput_rps),
+            "window_items_per_s": _round_or_none(self.window_items_per_s),
         }
+
+
+def _round_or_none(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 def _rounded(values: Mapping[str, float]) -> dict[str, float]:
@@ -177,6 +190,11 @@ def summarize(run: RunResult) -> Summary:
         tpot_ms = percentiles(tpot * 1e3, (50.0, 99.0))
         chunks_per_s = float(np.sum(run.chunks[ok])) / elapsed if elapsed > 0 else 0.0
     cdf = percentiles(ok_latency_ms, CDF_GRID) if n_ok else {}
+    window_rps = (
+        run.completed_in_window / run.window
+        if run.completed_in_window is not None and run.window > 0
+        else None
+    )
     return Summary(
         mode=run.mode,
         load=run.load,
@@ -196,6 +214,8 @@ def summarize(run: RunResult) -> Summary:
         lag_ms=percentiles(run.lag * 1e3, (50.0, 99.0)) if run.mode == "open" else None,
         bytes_received=int(np.sum(run.nbytes)),
         cdf_ms=tuple((q, v) for q, v in zip(CDF_GRID, cdf.values(), strict=False)),
+        window_throughput_rps=window_rps,
+        window_items_per_s=None if window_rps is None else window_rps * run.items_per_request,
     )
 
 
