@@ -168,15 +168,8 @@ async def test_shutdown_refuses_new_work_and_drains_admitted_work() -> None:
     engine = FakeEncoder(gate=gate)
     gw = fake_encoder_gateway(engine)
     stop = asyncio.Event()
-    started = asyncio.Event()
-
-    async def serve() -> None:
-        async with running_gateway(gw):
-            started.set()
-            await stop.wait()
-
-    server = asyncio.ensure_future(serve())
-    await started.wait()
+    server = asyncio.ensure_future(_serve_until(gw, stop))
+    await eventually(lambda: gw.api.ready)
     async with aiohttp.ClientSession() as s:
         held = asyncio.ensure_future(_post(s, gw.url, {"model": MODEL, "input": "in flight"}))
         await eventually(lambda: engine.threads)
@@ -199,15 +192,8 @@ async def test_work_still_running_when_the_grace_period_ends_gets_a_503() -> Non
     engine = FakeEncoder(gate=gate)
     gw = fake_encoder_gateway(engine, shutdown_grace_s=0.3)
     stop = asyncio.Event()
-    started = asyncio.Event()
-
-    async def serve() -> None:
-        async with running_gateway(gw):
-            started.set()
-            await stop.wait()
-
-    server = asyncio.ensure_future(serve())
-    await started.wait()
+    server = asyncio.ensure_future(_serve_until(gw, stop))
+    await eventually(lambda: gw.api.ready)
     try:
         async with aiohttp.ClientSession() as s:
             held = asyncio.ensure_future(_post(s, gw.url, {"model": MODEL, "input": "stuck"}))
@@ -245,7 +231,8 @@ async def test_ready_is_503_while_models_load_and_health_is_200() -> None:
         EncoderService(model, ServiceContext(metrics, clock, s.server), slow_loader)
     )
     gw = Gateway(s, clock=clock, metrics=metrics, registry=registry)
-    serving_task = asyncio.ensure_future(_serve_until_cancelled(gw))
+    stop = asyncio.Event()
+    serving_task = asyncio.ensure_future(_serve_until(gw, stop))
     try:
         await eventually(lambda: gw.url)
         async with aiohttp.ClientSession() as c:
@@ -262,11 +249,11 @@ async def test_ready_is_503_while_models_load_and_health_is_200() -> None:
             assert (await _post(c, gw.url, {"model": MODEL, "input": "now"}))[0] == 200
     finally:
         loaded.set()
-        serving_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await serving_task
+        stop.set()
+        await serving_task
 
 
-async def _serve_until_cancelled(gw: Gateway) -> None:
+async def _serve_until(gw: Gateway, stop: asyncio.Event) -> None:
+    """Serve in the background until ``stop`` is set (the SIGTERM path of ``serve``)."""
     async with running_gateway(gw):
-        await asyncio.Event().wait()
+        await stop.wait()
