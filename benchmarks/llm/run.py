@@ -187,13 +187,13 @@ class Http:
 # --- servers -------------------------------------------------------------------------------
 
 
-def start_sluiceway(path: str, port: int, threads: int, slots: int, n_ctx: int) -> Any:
+def start_sluiceway(path: str, port: int, threads: int, slots: int, n_ctx: int, lanes: int) -> Any:
     with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as config:
         config.write(
             f'[server]\nport = {port}\nwatch_config = false\nlog_level = "warning"\n'
             f'request_timeout_s = 600\n\n[[models]]\nengine = "llama"\nid = "{MODEL}"\n'
             f'gguf = "{path}"\nn_threads = {threads}\nslots = {slots}\nn_ctx = {n_ctx}\n'
-            f"max_queue = 256\n"
+            f"lanes = {lanes}\nmax_queue = 256\n"
         )
     return subprocess.Popen(
         [str(SLUICEWAY), "serve", "--config", config.name],
@@ -216,13 +216,15 @@ def start_llama_server(path: str, port: int, threads: int, n_ctx: int) -> Any:
     )  # fmt: skip
 
 
-async def wait_ready(session: aiohttp.ClientSession, url: str, proc: Any) -> None:
+async def wait_ready(
+    session: aiohttp.ClientSession, url: str, proc: Any, path: str = "/v1/models"
+) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise SystemExit(f"server at {url} exited with {proc.returncode}")
         try:
-            async with session.get(url + "/v1/models") as r:
+            async with session.get(url + path) as r:
                 if r.status == 200:
                     return
         except aiohttp.ClientError:
@@ -261,6 +263,25 @@ async def run_level(name: str, runner: Runner, c: int, n: int, max_tokens: int, 
             (s.tokens - 1) / max(s.seconds - s.ttft, 1e-9) for s in samples
         ),
         samples=[asdict(s) for s in samples],
+    )
+
+
+def merge(levels: list[Level]) -> Level:
+    """One row from repeated runs: median aggregate tokens/s, TTFT over every sample."""
+    samples = [s for lv in levels for s in lv.samples]
+    ttfts = [s["ttft"] * 1000 for s in samples]
+    first = levels[0]
+    return Level(
+        contender=first.contender,
+        concurrency=first.concurrency,
+        requests=sum(lv.requests for lv in levels),
+        wall_s=sum(lv.wall_s for lv in levels),
+        tokens=sum(lv.tokens for lv in levels),
+        tokens_per_s=statistics.median(lv.tokens_per_s for lv in levels),
+        ttft_ms_p50=statistics.median(ttfts),
+        ttft_ms_mean=statistics.fmean(ttfts),
+        per_stream_tok_s=statistics.median(lv.per_stream_tok_s for lv in levels),
+        samples=samples,
     )
 
 
@@ -325,7 +346,7 @@ def table(levels: list[Level], prefix: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def plot(levels: list[Level], out: Path) -> None:
+def plot(levels: list[Level], out: Path, threads: int) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -337,13 +358,15 @@ def plot(levels: list[Level], out: Path) -> None:
         xs = [c for c, _ in pts]
         a.plot(xs, [lv.tokens_per_s for _, lv in pts], marker="o", label=name)
         b.plot(xs, [lv.ttft_ms_p50 for _, lv in pts], marker="o", label=name)
-    a.set(xlabel="concurrent streams", ylabel="generated tokens/s (aggregate)", xscale="log")
-    b.set(xlabel="concurrent streams", ylabel="TTFT p50 (ms)", xscale="log", yscale="log")
+    a.set(xlabel="concurrent streams", ylabel="generated tokens/s (aggregate)")
+    b.set(xlabel="concurrent streams", ylabel="TTFT p50 (ms)", yscale="log")
     for ax in (a, b):
+        ax.set_xscale("log", base=2)
+        ax.minorticks_off()
         ax.set_xticks([1, 2, 4, 8], ["1", "2", "4", "8"])
         ax.grid(alpha=0.3)
         ax.legend()
-    fig.suptitle("SmolLM2-135M Q4_1, greedy, llama.cpp on this machine")
+    fig.suptitle(f"SmolLM2-135M Q4_1, greedy, {threads} llama.cpp thread(s) per context")
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 
@@ -353,7 +376,10 @@ async def main() -> None:
     ap.add_argument("--levels", default="1,2,4,8")
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--requests", type=int, default=2, help="requests per stream per level")
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="llama.cpp threads per context")
+    ap.add_argument("--lanes", type=int, default=0, help="sluiceway lanes (0 = auto)")
+    ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument("--repeat", type=int, default=1, help="sweeps; rows report medians")
     ap.add_argument("--n-ctx", type=int, default=2048)
     ap.add_argument("--prefix-words", type=int, default=900)
     ap.add_argument("--prefix-rounds", type=int, default=3)
@@ -374,9 +400,11 @@ async def main() -> None:
         try:
             if "sluiceway" in only:
                 port = free_port()
-                proc = start_sluiceway(path, port, args.threads, max(levels_c), args.n_ctx)
+                proc = start_sluiceway(
+                    path, port, args.threads, max(levels_c), args.n_ctx, args.lanes
+                )
                 procs.append(proc)
-                await wait_ready(session, f"http://127.0.0.1:{port}", proc)
+                await wait_ready(session, f"http://127.0.0.1:{port}", proc, "/ready")
                 runners["sluiceway"] = Http("sluiceway", f"http://127.0.0.1:{port}", session)
             if "llama_cpp.server" in only:
                 port = free_port()
@@ -391,21 +419,27 @@ async def main() -> None:
                 runners["raw"] = raw
             for runner in runners.values():  # warm up every contender once
                 await runner(prompt(999), 4)
-            results: list[Level] = []
+            runs: list[Level] = []
             base = 0
-            for c in levels_c:
-                if raw is not None:
-                    await asyncio.to_thread(raw.warm, c)
-                for name, runner in runners.items():
-                    n = max(c * args.requests, 2)
-                    lv = await run_level(name, runner, c, n, args.max_tokens, base)
-                    base += n
-                    print(
-                        f"c={c:<2} {name:<17} {lv.tokens_per_s:7.1f} tok/s  "
-                        f"TTFT p50 {lv.ttft_ms_p50:7.1f} ms",
-                        flush=True,
-                    )
-                    results.append(lv)
+            for rep in range(args.repeat):
+                for c in levels_c:
+                    if raw is not None:
+                        await asyncio.to_thread(raw.warm, c)
+                    # Alternate who goes first, so drifting machine load hits all alike.
+                    order = list(runners.items())
+                    order = order[rep % len(order) :] + order[: rep % len(order)]
+                    for name, runner in order:
+                        n = max(c * args.requests, 2)
+                        lv = await run_level(name, runner, c, n, args.max_tokens, base)
+                        base += n
+                        print(
+                            f"run {rep} c={c:<2} {name:<17} {lv.tokens_per_s:7.1f} tok/s  "
+                            f"TTFT p50 {lv.ttft_ms_p50:7.1f} ms",
+                            flush=True,
+                        )
+                        runs.append(lv)
+            keys = dict.fromkeys((r.contender, r.concurrency) for r in runs)
+            results = [merge([r for r in runs if (r.contender, r.concurrency) == k]) for k in keys]
             prefix = []
             for name, runner in runners.items():
                 p = await prefix_test(name, runner, args.prefix_rounds, args.prefix_words)
@@ -430,13 +464,15 @@ async def main() -> None:
         "args": vars(args),
         "prefix_tokens": prefix_tokens(path, args.prefix_words),
         "levels": [asdict(lv) for lv in results],
+        "runs": [{k: v for k, v in asdict(lv).items() if k != "samples"} for lv in runs],
         "prefix": prefix,
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     out = HERE / "results"
-    (out / "llm.json").write_text(json.dumps(doc, indent=1))
-    (out / "llm.md").write_text(report + "\n")
-    plot(results, out / "llm.png")
+    stem = "llm" + (f"-{args.tag}" if args.tag else "")
+    (out / f"{stem}.json").write_text(json.dumps(doc, indent=1))
+    (out / f"{stem}.md").write_text(report + "\n")
+    plot(results, out / f"{stem}.png", args.threads)
     print()
     print(report)
     print(f"\nprefix: ~{doc['prefix_tokens']} tokens; results in {out}")

@@ -165,7 +165,11 @@ class LlamaDecoder:
                         return
                     new, self._inbox = self._inbox, []
                 for job in new:
-                    self._begin(job)
+                    try:
+                        self._begin(job)
+                    except Exception as e:  # e.g. a sampler llama.cpp refused: this job only
+                        log.exception("model %s: could not start a job", self._name)
+                        _emit(job, Finished("error", "", 0, (), error=f"could not start: {e}"))
                 for seq in [s for s in self._active.values() if s.job.cancelled]:
                     self._finish(seq, "cancelled")
                 ready = [s for s in self._active.values() if not s.job.blocked]
