@@ -66,7 +66,18 @@ def test_equal_prefixes_go_to_the_least_busy_lane() -> None:
     g = t.acquire([3])
     assert g is not None and g.slot % 2 == 1  # lane 1 again: lane 0 is still busy
     t.release(g.slot, (3,))
-    t.release(0, (7, 7, 7))
-    # A shared prefix beats lane load and recency.
-    assert t.acquire([9, 9]) is not None
-    assert t.acquire([7, 7, 7, 8]) == Grant(0, 3)
+    t.release(0, (7,) * 40)
+    assert t.acquire([9, 9]) is not None  # LRU: slot 2 (lane 0)
+    # A long shared prefix beats lane load; a short one does not.
+    assert t.acquire([7] * 41) == Grant(0, 40)
+
+
+def test_a_short_prefix_does_not_pull_a_request_onto_a_busy_lane() -> None:
+    t = SlotTable(4, lanes=2)
+    for slot in range(4):
+        assert t.acquire([slot + 10]) == Grant(slot, 0)
+    for slot in range(4):
+        t.release(slot, (5, 6))
+    assert t.acquire([5, 6, 1]) is not None  # slot 0, lane 0, reuses 2 (all lanes idle)
+    g = t.acquire([5, 6, 2])
+    assert g is not None and g.slot % 2 == 1  # the idle lane, despite an equal prefix on lane 0

@@ -1,9 +1,11 @@
 """Which slot serves a prompt: pure bookkeeping of what each slot's KV cache holds.
 
 A new request goes to the free slot whose cached tokens share the longest prefix with its
-prompt (that prefix is not decoded again); among equals, to the slot of the least busy lane
-(lanes decode in parallel), then to the least recently used one, whose cache is the least
-likely to be asked for again. At least the last
+prompt (that prefix is not decoded again), provided the prefix is worth it (``min_reuse``
+tokens or more: decode is compute-bound, so joining a busier lane costs more than recomputing
+a short prefix); otherwise to the least busy lane (lanes decode in parallel), then to the
+longest short prefix, then to the least recently used slot, whose cache is the least likely
+to be asked for again. At least the last
 prompt token is always decoded, because its logits are needed to sample.
 """
 
@@ -32,11 +34,14 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
 class SlotTable:
     """Free/busy state, cached tokens and last use of every slot. Sync; used on the loop."""
 
-    __slots__ = ("_busy", "_cached", "_lanes", "_last_used", "_tick", "reused_tokens")
+    __slots__ = (
+        "_busy", "_cached", "_lanes", "_last_used", "_min_reuse", "_tick", "reused_tokens",
+    )  # fmt: skip
 
-    def __init__(self, slots: int, lanes: int = 1) -> None:
+    def __init__(self, slots: int, lanes: int = 1, min_reuse: int = 32) -> None:
         #: Slot ``s`` belongs to lane ``s % lanes``.
         self._lanes = lanes
+        self._min_reuse = min_reuse
         self._busy = [False] * slots
         self._cached: list[tuple[int, ...]] = [()] * slots
         self._last_used = [0] * slots
@@ -46,7 +51,7 @@ class SlotTable:
     def acquire(self, prompt: Sequence[int]) -> Grant | None:
         """The best free slot for ``prompt`` (now busy), or None if every slot is busy."""
         best: Grant | None = None
-        best_key: tuple[int, int, int] | None = None
+        best_key: tuple[int, int, int, int] | None = None
         limit = max(len(prompt) - 1, 0)
         load = [0] * self._lanes
         for slot, busy in enumerate(self._busy):
@@ -55,7 +60,8 @@ class SlotTable:
             if busy:
                 continue
             shared = min(common_prefix(self._cached[slot], prompt), limit)
-            key = (shared, -load[slot % self._lanes], -self._last_used[slot])
+            worth = shared if shared >= self._min_reuse else 0
+            key = (worth, -load[slot % self._lanes], shared, -self._last_used[slot])
             if best_key is None or key > best_key:
                 best, best_key = Grant(slot, shared), key
         if best is not None:
