@@ -61,7 +61,7 @@ async def _one(
             row = {
                 "variant": name,
                 "c": level,
-                "items_per_s": round(s.items_per_s, 2),
+                "items_per_s": round(s.window_items_per_s or s.items_per_s, 2),
                 "p50_ms": round(s.latency_ms["p50"], 2),
                 "p99_ms": round(s.latency_ms["p99"], 2),
                 **cpu.read(),
