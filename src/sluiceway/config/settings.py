@@ -49,7 +49,7 @@ class BatchingSettings(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     #: Most inputs the engine runs in one batch.
     max_batch_size: int = 32
     #: Most padded tokens in one batch, priced as longest input x count.
-    max_batch_tokens: int = 4096
+    max_batch_tokens: int = 2048
     #: How long the first waiting input holds the batch open for company.
     max_wait_ms: float = 2.0
     #: Most padding in a batch, as a share of its padded tokens; longer and shorter inputs
@@ -89,11 +89,12 @@ class EncoderModelSettings(
     truncate: bool = True
     #: Graph output to read; None = the first float token-state output (else a pooled one).
     output: str | None = None
-    #: ONNX Runtime intra-op threads for this model (0 = one per core).
+    #: ONNX Runtime intra-op threads for this model; 0 = auto: one per core but one, leaving a
+    #: core for the event loop and the tokenizer (at least 1).
     intra_op_threads: int = 0
-    #: Let ONNX Runtime's worker threads spin between parallel sections (lower latency when the
-    #: cores are otherwise idle; burns CPU the event loop and tokenizer may need).
-    allow_spinning: bool = True
+    #: Let ONNX Runtime's worker threads spin between parallel sections: lower latency on an
+    #: otherwise idle machine, but it burns the CPU the event loop and tokenizer need.
+    allow_spinning: bool = False
     #: ONNX Runtime's CPU memory arena and per-shape memory patterns: a little faster, but RSS
     #: keeps the peak of every batch shape ever run. Off: memory returns after bursts.
     memory_arena: bool = False

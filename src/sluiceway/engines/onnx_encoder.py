@@ -29,12 +29,12 @@ class OnnxEncoder:
         pooling: Literal["mean", "cls"],
         intra_op_threads: int = 0,
         output: str | None = None,
-        allow_spinning: bool = True,
+        allow_spinning: bool = False,
         memory_arena: bool = False,
     ) -> None:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = intra_op_threads
+        options.intra_op_num_threads = intra_op_threads or max(1, (os.cpu_count() or 2) - 1)
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         # Batches come in many shapes; an arena (and per-shape memory patterns) keeps the peak of
