@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import msgspec
@@ -158,3 +159,13 @@ def test_sample_warning_below_100_successes() -> None:
     assert sample_warning(summarize(run([0.01] * 100, [200] * 100))) is None
     warning = sample_warning(summarize(run([0.01] * 99, [200] * 99)))
     assert warning is not None and "only 99" in warning
+
+
+def test_window_throughput_counts_completions_inside_the_window() -> None:
+    # Two requests started in the window, but five completed inside it (three had started
+    # during warm-up): the in-window rate is 5 / 10 s, not 2 / 10 s.
+    r = dataclasses.replace(run([1.0, 1.0], [200, 200], window=10.0, items=3), completed_in_window=5)
+    s = summarize(r)
+    assert s.window_throughput_rps == pytest.approx(0.5)
+    assert s.window_items_per_s == pytest.approx(1.5)
+    assert summarize(run([1.0], [200])).window_throughput_rps is None
