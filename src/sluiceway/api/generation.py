@@ -107,6 +107,8 @@ async def _stream_one(
     except SluicewayError as e:
         ctx.metrics.failures.labels(plan.model, reason_of(e)).inc()
         await sse.fail(e)
+    except ConnectionResetError:  # the client left; leaving `generate` cancels the job
+        ctx.metrics.failures.labels(plan.model, "cancelled").inc()
     return sse.response
 
 
@@ -177,6 +179,11 @@ async def _serve_many(
                 raise
             ctx.metrics.failures.labels(plan.model, reason_of(e)).inc()
             await sse.fail(e)
+            return sse.response
+        except ConnectionResetError:  # the client left; the finally below cancels the jobs
+            ctx.metrics.failures.labels(plan.model, "cancelled").inc()
+            if sse is None:
+                raise
             return sse.response
         ordered = [choices[i] for i in sorted(choices)]
         if sse is None:
