@@ -5,6 +5,9 @@
   failure injection, recording the batches it ran and the threads it ran on.
 - :func:`fake_loader` — an ``EncoderService`` loader using the real tokenizer and a fake engine.
 - :func:`settings` — a ``Settings`` builder; :func:`running_gateway` — a real server on 127.0.0.1.
+- ``ByteTokenizer`` / ``FakeDecoder`` — the generation engine seam's fakes (one token per byte;
+  gate and failure injection), from ``sluiceway.engines.llama_fake``.
+- ``SimulatedFleet`` — simulated OpenAI-compatible LLM backends (``sluiceway.bench.simulated``).
 """
 
 from __future__ import annotations
@@ -20,16 +23,32 @@ import msgspec
 import numpy as np
 
 from sluiceway.app import Gateway
+from sluiceway.bench.simulated import SimulatedFleet
 from sluiceway.config.settings import (
     EncoderModelSettings,
     ModelSettings,
     ServerSettings,
     Settings,
 )
+from sluiceway.engines.llama_fake import ByteTokenizer, FakeDecoder
 from sluiceway.engines.protocol import EncoderEngine, Float32Array, Int64Array
 from sluiceway.engines.tokenizer import TextTokenizer
 
 MINILM_TOKENIZER = "pkg:sluiceway/models/minilm/tokenizer.json"
+
+__all__ = [
+    "MINILM_TOKENIZER",
+    "ByteTokenizer",
+    "FakeDecoder",
+    "FakeEncoder",
+    "ManualClock",
+    "SimulatedFleet",
+    "eventually",
+    "fake_encoder_gateway",
+    "fake_loader",
+    "running_gateway",
+    "settings",
+]
 
 
 class ManualClock:

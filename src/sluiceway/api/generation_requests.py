@@ -13,7 +13,7 @@ import msgspec
 
 from sluiceway.api.decode import decode
 from sluiceway.engines.llama_job import Sampling
-from sluiceway.errors import InvalidRequest, SchemaError
+from sluiceway.errors import InvalidRequest
 from sluiceway.providers.generation import (
     ChatPrompt,
     GenerateOptions,
@@ -88,20 +88,6 @@ class Plan:
     options: GenerateOptions
     stream: bool
     include_usage: bool
-
-
-def _decode(body: bytes, decoder: msgspec.json.Decoder[Any]) -> Any:
-    try:
-        return decode(body, decoder)
-    except SchemaError as e:
-        if "unknown field" in e.message:  # an unsupported parameter: never silently ignored
-            raise InvalidRequest(
-                f"{e.message.removeprefix('invalid request: ')}; this server does not "
-                "support that parameter",
-                param=e.param,
-                code="unsupported_parameter",
-            ) from None
-        raise
 
 
 def _check(ok: bool, message: str, param: str) -> None:
@@ -186,7 +172,7 @@ def parse_prompt(value: Any) -> list[Prompt]:
 
 
 def plan_completion(body: bytes) -> Plan:
-    req: CompletionRequest = _decode(body, _completion_decoder)
+    req: CompletionRequest = decode(body, _completion_decoder)
     prompts = parse_prompt(req.prompt)
     _check(req.best_of in (None, 1, req.n), "best_of is not supported (use n)", "best_of")
     if req.logprobs is not None:
@@ -197,7 +183,7 @@ def plan_completion(body: bytes) -> Plan:
 
 
 def plan_chat(body: bytes) -> Plan:
-    req: ChatRequest = _decode(body, _chat_decoder)
+    req: ChatRequest = decode(body, _chat_decoder)
     _check(bool(req.messages), "messages must hold at least one message", "messages")
     messages: list[dict[str, str]] = []
     for i, m in enumerate(req.messages):
