@@ -127,10 +127,18 @@ async def _read_stream(resp: aiohttp.ClientResponse, t0: float) -> tuple[int, fl
 
 
 async def _request(
-    session: aiohttp.ClientSession, target: Target, body: bytes, stream: bool
+    session: aiohttp.ClientSession,
+    target: Target,
+    body: bytes,
+    stream: bool,
+    t0: float | None = None,
 ) -> _Outcome:
-    """Send one request; return (start, status, bytes, ttft, chunks). Never raises ClientError."""
-    t0 = time.perf_counter()
+    """Send one request; return (start, status, bytes, ttft, chunks). Never raises ClientError.
+
+    ``t0`` is the start to record when the caller already read the clock to decide whether
+    this request is measured (so its recorded start agrees with that decision).
+    """
+    t0 = time.perf_counter() if t0 is None else t0
     ttft, chunks, nbytes = math.nan, 0, 0
     try:
         async with session.post(target.url, data=body) as resp:
@@ -206,7 +214,7 @@ async def run_closed(
             live.inflight += 1
             try:
                 outcome = await _request(
-                    session, target, workload.body(next(counter)), workload.stream
+                    session, target, workload.body(next(counter)), workload.stream, now
                 )
             finally:
                 live.inflight -= 1
