@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+import sys
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
@@ -145,6 +146,7 @@ class Gateway:
 
 async def serve(settings: Settings) -> None:
     """Run until SIGTERM/SIGINT, then shut down gracefully."""
+    sys.setswitchinterval(settings.server.switch_interval_s)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
