@@ -93,8 +93,9 @@ class EncoderModelSettings(
     truncate: bool = True
     #: Graph output to read; None = the first float token-state output (else a pooled one).
     output: str | None = None
-    #: ONNX Runtime intra-op threads for this model; 0 = auto: one per core but one, leaving a
-    #: core for the event loop and the tokenizer (at least 1).
+    #: ONNX Runtime intra-op threads for this model; 0 = one per core. On a machine whose cores
+    #: are shared with other busy processes, 1 thread (leaving a core to the event loop) held
+    #: up better in our measurements (BENCHMARKS.md).
     intra_op_threads: int = 0
     #: Let ONNX Runtime's worker threads spin between parallel sections: lower latency on an
     #: otherwise idle machine, but it burns the CPU the event loop and tokenizer need.

@@ -34,7 +34,7 @@ class OnnxEncoder:
     ) -> None:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = intra_op_threads or max(1, (os.cpu_count() or 2) - 1)
+        options.intra_op_num_threads = intra_op_threads  # 0: ONNX Runtime's one per core
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         # Batches come in many shapes; an arena (and per-shape memory patterns) keeps the peak of
