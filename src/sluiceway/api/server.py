@@ -15,7 +15,9 @@ from sluiceway.api.context import MODEL, ApiContext
 from sluiceway.api.decode import model_of, read_body
 from sluiceway.api.embeddings import handle_embeddings
 from sluiceway.api.errors import error_response, reason_of
+from sluiceway.api.generation import ENDPOINTS as GENERATION_ENDPOINTS
 from sluiceway.api.meta import Meta
+from sluiceway.api.proxy import forward
 from sluiceway.errors import (
     InvalidRequest,
     MethodNotAllowed,
@@ -36,21 +38,7 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 #: Endpoints served by local providers: path → handler(request, body, ctx).
 LOCAL_ENDPOINTS: dict[
     str, Callable[[web.Request, bytes, ApiContext], Awaitable[web.StreamResponse]]
-] = {
-    "embeddings": handle_embeddings,
-}
-
-
-def _register_optional_endpoints() -> None:
-    """Endpoints whose modules may not be installed yet (generation)."""
-    try:
-        from sluiceway.api.generation import ENDPOINTS  # type: ignore[import-not-found, unused-ignore]
-    except ImportError:
-        return
-    LOCAL_ENDPOINTS.update(ENDPOINTS)
-
-
-_register_optional_endpoints()
+] = {"embeddings": handle_embeddings, **GENERATION_ENDPOINTS}
 
 
 def _endpoint_label(request: web.Request) -> str:
@@ -95,8 +83,6 @@ class V1:
             request[MODEL] = model
         upstream = ctx.registry.upstream(model)
         if upstream is not None:
-            from sluiceway.api.proxy import forward  # type: ignore[import-not-found, unused-ignore]
-
             response: web.StreamResponse = await forward(request, body, model, upstream, ctx)
             return response
         handler = LOCAL_ENDPOINTS.get(tail)

@@ -22,8 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from sluiceway.batching.buffers import PaddedBuffers
 from sluiceway.batching.policy import BatchLimits, Cut, decide
 from sluiceway.clock import Clock
@@ -242,7 +240,3 @@ class BatchScheduler:
         for it in batch:
             if not it.job.future.done():
                 it.job.future.set_exception(exc)
-
-
-def empty_vectors(n: int, dims: int) -> Float32Array:
-    return np.empty((n, dims), dtype=np.float32)
